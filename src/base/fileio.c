@@ -1,0 +1,106 @@
+#include "base/fileio.h"
+
+#include "base/cleanup.h"
+#include "base/parse.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+ssize_t read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, p + got, len - got);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+int write_file_at(int dirfd, const char *name, const char *s)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	return write_all(fd, s, strlen(s));
+}
+
+int create_file_at(int dirfd, const char *name, const char *s, mode_t mode)
+{
+	_cleanup_close_ int fd =
+		openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, mode);
+	if (fd < 0)
+		return -errno;
+	return write_all(fd, s, strlen(s));
+}
+
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size)
+{
+	if (size == 0)
+		return -EINVAL;
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read_all(fd, buf, size - 1);
+	if (n < 0)
+		return n;
+	buf[n] = '\0';
+	return n;
+}
+
+int read_u64_at(int dirfd, const char *name, uint64_t *ret)
+{
+	char buf[64];
+	ssize_t n = read_file_at(dirfd, name, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	buf[strcspn(buf, "\n")] = '\0';
+	if (strcmp(buf, "max") == 0)
+		return -ERANGE;
+	return parse_u64(buf, ret);
+}
+
+int keyed_u64(const char *text, const char *key, uint64_t *ret)
+{
+	size_t klen = strlen(key);
+	for (const char *line = text; line && *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		if (len > klen && strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			char num[32];
+			size_t nlen = len - klen - 1;
+			if (nlen == 0 || nlen >= sizeof(num))
+				return -EINVAL;
+			memcpy(num, line + klen + 1, nlen);
+			num[nlen] = '\0';
+			return parse_u64(num, ret);
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return -ENOENT;
+}

@@ -1,0 +1,43 @@
+/*
+ * fileio.h - small, complete reads and writes.
+ *
+ * The *_at() helpers take a directory fd and a name relative to it, so
+ * callers work from an fd they opened once (a cgroup directory, say)
+ * instead of building paths. Every fd they open is O_CLOEXEC and closed
+ * before they return.
+ */
+#ifndef AGENTBOX_BASE_FILEIO_H
+#define AGENTBOX_BASE_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Write all of buf, retrying on EINTR and short writes. 0 or -errno. */
+int write_all(int fd, const void *buf, size_t len);
+
+/* Read until len bytes or EOF. Returns the count read, or -errno. */
+ssize_t read_all(int fd, void *buf, size_t len);
+
+/* Open name under dirfd for writing (no create, no truncate) and write s. */
+int write_file_at(int dirfd, const char *name, const char *s);
+
+/* As write_file_at(), creating or truncating the file with mode. */
+int create_file_at(int dirfd, const char *name, const char *s, mode_t mode);
+
+/*
+ * Read at most size-1 bytes of name under dirfd into buf, NUL-terminated.
+ * Returns the length read, or -errno.
+ */
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
+
+/* Read a file holding one decimal number ("max" is -ERANGE). */
+int read_u64_at(int dirfd, const char *name, uint64_t *ret);
+
+/*
+ * Find "key <number>" lines, as in memory.events or cpu.stat, in text.
+ * Returns 0 and sets *ret, or -ENOENT when the key is absent.
+ */
+int keyed_u64(const char *text, const char *key, uint64_t *ret);
+
+#endif

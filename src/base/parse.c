@@ -1,0 +1,167 @@
+#include "base/parse.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Reads leading digits into *ret; returns how many were read, or -ERANGE. */
+static int read_digits(const char *s, uint64_t *ret)
+{
+	uint64_t v = 0;
+	int n = 0;
+	for (; is_digit(s[n]); n++) {
+		uint64_t d = (uint64_t)(s[n] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return n;
+}
+
+static int mul_checked(uint64_t a, uint64_t b, uint64_t *ret)
+{
+	if (b != 0 && a > UINT64_MAX / b)
+		return -ERANGE;
+	*ret = a * b;
+	return 0;
+}
+
+int parse_u64(const char *s, uint64_t *ret)
+{
+	uint64_t v;
+	if (!s)
+		return -EINVAL;
+	int n = read_digits(s, &v);
+	if (n < 0)
+		return n;
+	if (n == 0 || s[n] != '\0')
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret_bytes)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t factor;
+	} units[] = {
+		{"", 1},
+		{"b", 1},
+		{"k", 1ULL << 10},
+		{"kb", 1ULL << 10},
+		{"kib", 1ULL << 10},
+		{"m", 1ULL << 20},
+		{"mb", 1ULL << 20},
+		{"mib", 1ULL << 20},
+		{"g", 1ULL << 30},
+		{"gb", 1ULL << 30},
+		{"gib", 1ULL << 30},
+		{"t", 1ULL << 40},
+		{"tb", 1ULL << 40},
+		{"tib", 1ULL << 40},
+	};
+	uint64_t v;
+	if (!s)
+		return -EINVAL;
+	int n = read_digits(s, &v);
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(s + n, units[i].suffix) == 0) {
+			uint64_t bytes;
+			int r = mul_checked(v, units[i].factor, &bytes);
+			if (r < 0)
+				return r;
+			*ret_bytes = bytes;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int parse_duration_ms(const char *s, uint64_t *ret_ms)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = {
+		/* "ms" before "m", so the longer unit wins */
+		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
+	};
+	uint64_t total = 0;
+	if (!s || !*s)
+		return -EINVAL;
+	const char *p = s;
+	while (*p) {
+		uint64_t v, part;
+		int n = read_digits(p, &v);
+		if (n < 0)
+			return n;
+		if (n == 0)
+			return -EINVAL;
+		p += n;
+		if (*p == '\0' && p - n == s) { /* a bare number: seconds */
+			if (mul_checked(v, 1000, &total) < 0)
+				return -ERANGE;
+			break;
+		}
+		size_t i;
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+			size_t len = strlen(units[i].unit);
+			if (strncmp(p, units[i].unit, len) == 0 && !(p[len] >= 'a' && p[len] <= 'z'))
+				break;
+		}
+		if (i == sizeof(units) / sizeof(units[0]))
+			return -EINVAL;
+		p += strlen(units[i].unit);
+		if (mul_checked(v, units[i].ms, &part) < 0 || total > UINT64_MAX - part)
+			return -ERANGE;
+		total += part;
+	}
+	*ret_ms = total;
+	return 0;
+}
+
+int parse_cpus_milli(const char *s, uint64_t *ret_milli)
+{
+	uint64_t whole, frac = 0, milli;
+	if (!s)
+		return -EINVAL;
+	int n = read_digits(s, &whole);
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return -EINVAL;
+	const char *p = s + n;
+	if (*p == '.') {
+		p++;
+		int digits = 0;
+		while (is_digit(*p)) {
+			if (digits == 3)
+				return -EINVAL; /* finer than a thousandth of a CPU */
+			frac = frac * 10 + (uint64_t)(*p - '0');
+			digits++;
+			p++;
+		}
+		if (digits == 0)
+			return -EINVAL;
+		for (; digits < 3; digits++)
+			frac *= 10;
+	}
+	if (*p != '\0')
+		return -EINVAL;
+	if (mul_checked(whole, 1000, &milli) < 0 || milli > UINT64_MAX - frac)
+		return -ERANGE;
+	*ret_milli = milli + frac;
+	return 0;
+}

@@ -1,0 +1,32 @@
+/*
+ * parse.h - strict parsers for the values a user types.
+ *
+ * Every parser accepts the whole string or nothing: trailing garbage,
+ * signs, empty strings and overflow are errors (-EINVAL or -ERANGE), and
+ * *ret is written only on success. No locale is consulted.
+ */
+#ifndef AGENTBOX_BASE_PARSE_H
+#define AGENTBOX_BASE_PARSE_H
+
+#include <stdint.h>
+
+/* Decimal unsigned integer: "0", "42". No sign, no spaces. */
+int parse_u64(const char *s, uint64_t *ret);
+
+/*
+ * Size in bytes: a whole number with an optional binary unit, case-
+ * insensitive: "4096", "64k", "512m", "1g", "2t"; "m", "mb" and "mib"
+ * all mean 2^20. "12xb" is -EINVAL.
+ */
+int parse_size(const char *s, uint64_t *ret_bytes);
+
+/*
+ * Duration: one or more number+unit groups, units ms, s, m, h, d:
+ * "500ms", "90s", "2h", "1h30m". A bare number means seconds.
+ */
+int parse_duration_ms(const char *s, uint64_t *ret_ms);
+
+/* CPU count with at most three decimals: "1", "0.5", "2.25" -> 2250. */
+int parse_cpus_milli(const char *s, uint64_t *ret_milli);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * cli.h - the agentbox command: a table of verbs, one file per verb.
+ *
+ * Exit statuses of every verb (run adds the command's own, see
+ * verb-run.c and `agentbox run --help`):
+ *   0    success
+ *   125  agentbox itself failed or was used wrongly; one line on stderr says why
+ */
+#ifndef AGENTBOX_CLI_CLI_H
+#define AGENTBOX_CLI_CLI_H
+
+#define EXIT_AGENTBOX 125
+
+struct verb {
+	const char *name;
+	const char *summary;
+	int (*main)(int argc, char **argv); /* argv[0] is the verb */
+};
+
+int verb_run(int argc, char **argv);
+int verb_info(int argc, char **argv);
+int verb_gc(int argc, char **argv);
+
+/* Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Is this "-h" or "--help"? */
+int cli_is_help(const char *arg);
+
+#endif

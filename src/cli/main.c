@@ -1,0 +1,72 @@
+/*
+ * agentbox - run commands in sandboxes.
+ *
+ * main() only finds the verb and hands over; each verb lives in its own
+ * verb-*.c file.
+ */
+#include "cli/cli.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct verb verbs[] = {
+	{"run", "run a command in a new sandbox and return its exit status", verb_run},
+	{"info", "show which isolation layers this host provides", verb_info},
+	{"gc", "reclaim what crashed runs left behind", verb_gc},
+};
+
+int cli_fail(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("agentbox: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_AGENTBOX;
+}
+
+int cli_is_help(const char *arg)
+{
+	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+static int usage(FILE *out)
+{
+	fputs("usage: agentbox VERB [OPTIONS] ...\n\nverbs:\n", out);
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(out, "  %-6s %s\n", verbs[i].name, verbs[i].summary);
+	fputs("\n`agentbox VERB --help` describes one verb.\n"
+	      "exit status: 0 on success, 125 when agentbox itself fails;\n"
+	      "run returns its command's status (see agentbox run --help).\n",
+	      out);
+	return out == stdout ? 0 : EXIT_AGENTBOX;
+}
+
+/* Sandboxes inherit fds 0-2: make sure they exist, so nothing else lands there. */
+static void ensure_std_fds(void)
+{
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			(void)open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+}
+
+int main(int argc, char **argv)
+{
+	ensure_std_fds();
+	if (argc < 2)
+		return usage(stderr);
+	if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0)
+		return usage(stdout);
+	if (strcmp(argv[1], "--version") == 0) {
+		puts("agentbox " AGENTBOX_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcmp(argv[1], verbs[i].name) == 0)
+			return verbs[i].main(argc - 1, argv + 1);
+	return cli_fail("unknown verb '%s' (see agentbox --help)", argv[1]);
+}

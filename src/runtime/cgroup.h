@@ -1,0 +1,110 @@
+/*
+ * cgroup.h - one control group per sandbox, on cgroup v2 or v1.
+ *
+ * agentbox never changes the host's cgroup mounts. It creates its groups
+ * under the cgroup the calling process lives in:
+ *   v2: <mount>/<own path>/agentbox/<name>          (one tree)
+ *   v1: <controller mount>/<own path>/agentbox/<name> for each of the
+ *       memory, pids, cpu and freezer hierarchies
+ * v2 is tried first; v1 is used when the v2 tree has none of the needed
+ * controllers (hybrid hosts).
+ *
+ * Ownership: a struct cgroup_root is opened once and outlives every
+ * struct cgroup made from it. cgroup_destroy() and cgroup_free() end a
+ * struct cgroup; only cgroup_destroy() removes the group from the kernel.
+ *
+ * OOM kills are read from the kernel's counters (memory.events "oom_kill"
+ * on v2, memory.oom_control "oom_kill" on v1), never guessed from signals.
+ */
+#ifndef AGENTBOX_RUNTIME_CGROUP_H
+#define AGENTBOX_RUNTIME_CGROUP_H
+
+#include "base/error.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cgroup_version {
+	CGROUP_V1 = 1,
+	CGROUP_V2 = 2,
+};
+
+struct cgroup_limits {
+	uint64_t memory_bytes; /* hard limit; swap is set to 0 */
+	uint64_t cpu_milli;    /* quota in thousandths of a CPU per 100 ms period */
+	uint64_t pids;         /* most tasks at once */
+};
+
+struct cgroup_stats {
+	uint64_t oom_kills;         /* processes the OOM killer took in this group */
+	uint64_t peak_memory_bytes; /* 0 when the kernel does not say */
+};
+
+struct cgroup_root;
+struct cgroup;
+
+/*
+ * Find the hierarchy to use (AGENTBOX_CGROUP=v1|v2 forces one) and make
+ * sure agentbox's parent group exists with the controllers enabled.
+ */
+int cgroup_root_open(struct cgroup_root **ret, struct error *err);
+
+/*
+ * Open a v2 root at an explicit directory: the parent of the sandbox
+ * groups. With fake_files, interface files are created as regular files
+ * when written: only for unit tests against a fake tree.
+ */
+int cgroup_root_open_v2_at(const char *dir, bool fake_files, struct cgroup_root **ret,
+			   struct error *err);
+
+struct cgroup_root *cgroup_root_free(struct cgroup_root *root);
+enum cgroup_version cgroup_root_version(const struct cgroup_root *root);
+
+/* Describe the root for `agentbox info`: "v1 /sys/fs/cgroup/memory/..." */
+const char *cgroup_root_describe(const struct cgroup_root *root);
+
+/*
+ * Call fn for each group name under the root (for garbage collection).
+ * fn returns 0 to go on or a negative errno to stop with it.
+ */
+int cgroup_root_for_each(struct cgroup_root *root, int (*fn)(const char *name, void *data),
+			 void *data);
+
+/*
+ * Create group name with limits. A group of that name left over from a
+ * dead run is emptied and removed first.
+ */
+int cgroup_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *limits,
+		  struct cgroup **ret, struct error *err);
+
+/* Open an existing group (to reclaim it). -ENOENT if there is none. */
+int cgroup_open(struct cgroup_root *root, const char *name, struct cgroup **ret);
+
+/* Move pid into the group (all hierarchies on v1). */
+int cgroup_attach(struct cgroup *cg, pid_t pid, struct error *err);
+
+/* v2: the group's directory fd, for clone3(CLONE_INTO_CGROUP); v1: -1. */
+int cgroup_clone_fd(const struct cgroup *cg);
+
+int cgroup_read_stats(struct cgroup *cg, struct cgroup_stats *ret);
+
+/* True when no process is left in the group. */
+bool cgroup_is_empty(struct cgroup *cg);
+
+/* SIGKILL every process in the group, daemonized ones too. */
+int cgroup_kill(struct cgroup *cg);
+
+/* Freeze or thaw every process in the group. */
+int cgroup_freeze(struct cgroup *cg, bool frozen);
+
+/*
+ * Kill what is left, wait (bounded) until the group is empty, remove it,
+ * and free cg. cg is freed even on failure. 0 or -errno.
+ */
+int cgroup_destroy(struct cgroup *cg, struct error *err);
+
+/* Free the handle only; the group stays. Returns NULL. */
+struct cgroup *cgroup_free(struct cgroup *cg);
+
+#endif

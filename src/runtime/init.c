@@ -1,0 +1,214 @@
+/*
+ * init.c - pid 1 of a sandbox: finish the isolation, run the command,
+ * reap, report, exit.
+ *
+ * Order matters, and each step is what it is for a reason:
+ *  1. wait for the launcher's go (ids mapped, cgroup joined); EOF = it died
+ *  2. become root of the new user namespace; join a new cgroup namespace
+ *  3. hostname, lo up, root file system, pivot_root     (rootfs.c)
+ *  4. rlimits while hard limits may still be set          (privs.c)
+ *  5. Landlock, then drop to uid 1000 with no capabilities (landlock.c, privs.c)
+ *  6. parent-death signal and non-dumpable again (credential changes
+ *     reset both), then close every fd but 0-2 and the status pipe
+ *  7. seccomp last, then fork the command and reap until it exits
+ *
+ * A failure anywhere is sent to the launcher as one LAUNCH_MSG_SETUP_FAILED
+ * record and init exits; the launcher turns it into exit status 125.
+ */
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "runtime/landlock.h"
+#include "runtime/launch-internal.h"
+#include "runtime/privs.h"
+#include "runtime/rootfs.h"
+#include "seccomp/seccomp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Fixed fd numbers in init, so everything above them can be closed at once. */
+#define INIT_STATUS_FD 3
+
+static int syscall_close_range(unsigned first)
+{
+	return close_range(first, ~0U, 0);
+}
+
+static void send_msg(int fd, enum launch_msg_type type, int code, const char *text)
+{
+	struct launch_msg msg = {.type = type, .code = code};
+	snprintf(msg.text, sizeof(msg.text), "%s", text ? text : "");
+	(void)write_all(fd, &msg, sizeof(msg));
+}
+
+static _Noreturn void fail(int fd, const struct error *err)
+{
+	send_msg(fd, LAUNCH_MSG_SETUP_FAILED, err->code ? err->code : EIO, err->msg);
+	_exit(125);
+}
+
+static int bring_up_lo(struct error *err)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return error_set_errno(err, errno, "socket for lo");
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return error_set_errno(err, errno, "read lo flags");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		return error_set_errno(err, errno, "bring lo up");
+	return 0;
+}
+
+static int enter_namespaces(struct error *err)
+{
+	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+		return error_set_errno(err, errno, "become root of the user namespace");
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return error_set_errno(err, errno, "new cgroup namespace");
+	if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
+		return error_set_errno(err, errno, "sethostname");
+	return bring_up_lo(err);
+}
+
+static int restrict_files(const struct launch_ctx *ctx, struct error *err)
+{
+	const char *writable[3 + SPEC_VOLUMES_MAX];
+	size_t n = 0;
+	writable[n++] = "/tmp";
+	writable[n++] = "/dev/shm";
+	writable[n++] = ctx->spec->workdir;
+	for (size_t i = 0; i < ctx->nvolumes; i++)
+		if (!ctx->volumes[i].read_only)
+			writable[n++] = ctx->volumes[i].target;
+	int r = landlock_apply(writable, n, err);
+	return r == -EOPNOTSUPP ? 0 : r; /* absent: the other layers stand alone */
+}
+
+/* Look argv[0] up in the sandbox's PATH and exec it; returns the errno to report. */
+static int exec_command(const char *const *argv, char **envp)
+{
+	const char *file = argv[0];
+	if (strchr(file, '/')) {
+		execve(file, (char *const *)argv, envp);
+		return errno;
+	}
+	const char *path = SPEC_DEFAULT_PATH;
+	for (char **e = envp; *e; e++)
+		if (strncmp(*e, "PATH=", 5) == 0)
+			path = *e + 5;
+	int saved = ENOENT;
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, ":");
+		char buf[4096];
+		if (len > 0 && len + strlen(file) + 2 <= sizeof(buf)) {
+			snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, p, file);
+			execve(buf, (char *const *)argv, envp);
+			if (errno == EACCES || errno == ENOEXEC || errno == ETXTBSY)
+				saved = errno; /* found but not runnable: remember it */
+			else if (errno != ENOENT && errno != ENOTDIR && saved == ENOENT)
+				saved = errno;
+		}
+		p += len;
+		if (*p == ':')
+			p++;
+	}
+	return saved;
+}
+
+static _Noreturn void run_command(const struct launch_ctx *ctx, const sigset_t *oldmask)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	for (int sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &dfl, NULL);
+	sigprocmask(SIG_SETMASK, oldmask, NULL);
+	if (chdir(ctx->spec->workdir) < 0) {
+		send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXEC_FAILED, errno, ctx->spec->workdir);
+		_exit(126);
+	}
+	int e = exec_command(ctx->spec->argv, ctx->envp);
+	send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXEC_FAILED, e, ctx->spec->argv[0]);
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+/* Reap every child; return the command's wait status once it has exited. */
+static int reap_until(pid_t cmd)
+{
+	for (;;) {
+		int status;
+		pid_t p = waitpid(-1, &status, 0);
+		if (p == cmd)
+			return status;
+		if (p < 0 && errno != EINTR)
+			return 0;
+	}
+}
+
+_Noreturn void init_main(struct launch_ctx *ctx)
+{
+	struct error err = {0};
+	char go;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		_exit(125);
+	if (dup3(ctx->status_fd, INIT_STATUS_FD, O_CLOEXEC) < 0)
+		_exit(125);
+	if (read(ctx->sync_fd, &go, 1) != 1)
+		_exit(125); /* the launcher is gone */
+	umask(022);
+
+	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &err) < 0 ||
+	    privs_set_rlimits(ctx->spec, &err) < 0 || restrict_files(ctx, &err) < 0 ||
+	    privs_drop(SANDBOX_UID, SANDBOX_GID, &err) < 0)
+		fail(INIT_STATUS_FD, &err);
+
+	/* Credential changes cleared both; nothing of ours may be inspected from inside. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0) {
+		error_set_errno(&err, errno, "prctl");
+		fail(INIT_STATUS_FD, &err);
+	}
+	/* The launcher may have died before the death signal was armed again. */
+	struct pollfd pfd = {.fd = ctx->sync_fd, .events = POLLIN};
+	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLIN)))
+		_exit(125);
+	if (setsid() < 0) {
+		error_set_errno(&err, errno, "setsid");
+		fail(INIT_STATUS_FD, &err);
+	}
+	if (syscall_close_range(INIT_STATUS_FD + 1) < 0) {
+		error_set_errno(&err, errno, "close fds");
+		fail(INIT_STATUS_FD, &err);
+	}
+
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	if (seccomp_install(&err) < 0)
+		fail(INIT_STATUS_FD, &err);
+
+	pid_t cmd = fork();
+	if (cmd < 0) {
+		error_set_errno(&err, errno, "fork the command");
+		fail(INIT_STATUS_FD, &err);
+	}
+	if (cmd == 0)
+		run_command(ctx, &old);
+	int status = reap_until(cmd);
+	send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXIT, status, NULL);
+	_exit(0);
+}

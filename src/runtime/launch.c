@@ -1,0 +1,518 @@
+/*
+ * launch.c - the outside half of a sandbox: start it, supervise it,
+ * collect how it ended, and leave nothing behind. See sandbox.h.
+ */
+#include "runtime/sandbox.h"
+
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "runtime/cgroup.h"
+#include "runtime/launch-internal.h"
+#include "runtime/uidrange.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+
+/* struct clone_args as of Linux 5.7, spelled out to avoid header clashes. */
+struct clone3_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+		set_tid, set_tid_size, cgroup;
+};
+
+/* The child's pipe ends live at or above this fd, clear of init's fixed fds. */
+#define CHILD_FD_MIN 10
+
+struct sandbox {
+	struct uidrange ids;
+	struct cgroup_root *cgroot;
+	struct cgroup *cg;
+	pid_t pid;
+	int pidfd;
+	int status_fd;   /* read end of init's status pipe */
+	int lifeline_fd; /* write end of the go pipe; init sees EOF if we die */
+	uint64_t start_ns;
+	uint64_t timeout_ms;
+	bool reaped, timed_out, cancelled;
+	char **envp;
+	char name[32];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+const char *sandbox_run_dir(void)
+{
+	const char *d = getenv("AGENTBOX_RUN_DIR");
+	return d && d[0] == '/' ? d : SANDBOX_RUN_DIR_DEFAULT;
+}
+
+/*
+ * The run dir may be passed through (0711) but not listed: init, already
+ * in its user namespace, must reach mnt/ to mount its root there.
+ */
+static int ensure_run_dirs(const char *run_dir, char *mnt, size_t size, struct error *err)
+{
+	if (mkdir(run_dir, 0711) < 0 && errno != EEXIST)
+		return error_set_errno(err, errno, "cannot create %s", run_dir);
+	if (chmod(run_dir, 0711) < 0)
+		return error_set_errno(err, errno, "cannot chmod %s", run_dir);
+	snprintf(mnt, size, "%s/mnt", run_dir);
+	if (mkdir(mnt, 0755) < 0 && errno != EEXIST)
+		return error_set_errno(err, errno, "cannot create %s", mnt);
+	return 0;
+}
+
+static int write_proc_file(pid_t pid, const char *file, const char *text)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	return write_file_at(AT_FDCWD, path, text);
+}
+
+/* Map ids 0..UIDRANGE_SIZE-1 inside to base.. outside; no setgroups inside. */
+static int map_ids(pid_t pid, uid_t base, const char *inside_first, unsigned count)
+{
+	char map[64];
+	snprintf(map, sizeof(map), "%s %u %u\n", inside_first, (unsigned)base, count);
+	int r = write_proc_file(pid, "uid_map", map);
+	if (r == 0)
+		r = write_proc_file(pid, "setgroups", "deny");
+	if (r == 0)
+		r = write_proc_file(pid, "gid_map", map);
+	return r;
+}
+
+/*
+ * A user namespace used only as an id-mapping for a volume: the volume's
+ * owner on disk appears inside the sandbox as the sandbox user. Returns
+ * an fd of the namespace or -errno.
+ */
+static int idmap_userns(uid_t disk_uid, gid_t disk_gid, uid_t sandbox_kuid)
+{
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid == 0) {
+		char c;
+		close(pipefd[1]);
+		(void)!read(pipefd[0], &c, 1); /* hold the namespace until told */
+		_exit(0);
+	}
+	close(pipefd[0]);
+	int r = pid < 0 ? -errno : 0;
+	if (r == 0) {
+		char uid_line[64], gid_line[64], path[64];
+		snprintf(uid_line, sizeof(uid_line), "%u %u 1\n", (unsigned)disk_uid,
+			 (unsigned)sandbox_kuid);
+		snprintf(gid_line, sizeof(gid_line), "%u %u 1\n", (unsigned)disk_gid,
+			 (unsigned)sandbox_kuid);
+		r = write_proc_file(pid, "uid_map", uid_line);
+		if (r == 0)
+			r = write_proc_file(pid, "setgroups", "deny");
+		if (r == 0)
+			r = write_proc_file(pid, "gid_map", gid_line);
+		if (r == 0) {
+			snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+			r = open(path, O_RDONLY | O_CLOEXEC);
+			if (r < 0)
+				r = -errno;
+		}
+	}
+	close(pipefd[1]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	return r;
+}
+
+/*
+ * Detach a copy of the volume's host directory, with its owner mapped to
+ * the sandbox user where the file system supports id-mapped mounts, and
+ * nosuid, nodev (and rdonly) set. init attaches it inside.
+ */
+static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct launch_volume *ret,
+			  struct error *err)
+{
+	struct stat st;
+	if (stat(v->host, &st) < 0)
+		return error_set_errno(err, errno, "--volume %s", v->host);
+	_cleanup_close_ int tree = open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return error_set_errno(err, errno, "--volume %s: cannot clone the mount", v->host);
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->read_only ? MOUNT_ATTR_RDONLY : 0),
+	};
+	_cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, sandbox_kuid);
+	if (userns >= 0) {
+		struct mount_attr idmapped = attr;
+		idmapped.attr_set |= MOUNT_ATTR_IDMAP;
+		idmapped.userns_fd = (uint64_t)userns;
+		if (mount_setattr(tree, "", AT_EMPTY_PATH, &idmapped, sizeof(idmapped)) == 0)
+			goto done;
+	}
+	/* No id-mapped mounts here: the sandbox gets the directory's "other" permissions. */
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return error_set_errno(err, errno, "--volume %s: cannot set mount flags", v->host);
+done:
+	*ret = (struct launch_volume){
+		.tree_fd = TAKE_FD(tree),
+		.target = v->target,
+		.read_only = v->read_only,
+	};
+	return 0;
+}
+
+static int move_fd_high(int *fd)
+{
+	int n = fcntl(*fd, F_DUPFD_CLOEXEC, CHILD_FD_MIN);
+	if (n < 0)
+		return -errno;
+	close(*fd);
+	*fd = n;
+	return 0;
+}
+
+static void close_volumes(struct launch_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->nvolumes; i++)
+		CLOSE_FD(ctx->volumes[i].tree_fd);
+	ctx->nvolumes = 0;
+}
+
+/* Tear down what sandbox_start() built before the sandbox ran. */
+static void sandbox_release(struct sandbox *sb)
+{
+	if (sb->cg) {
+		cgroup_destroy(sb->cg, NULL);
+		sb->cg = NULL;
+	}
+	sb->cgroot = cgroup_root_free(sb->cgroot);
+	uidrange_release(&sb->ids);
+	CLOSE_FD(sb->pidfd);
+	CLOSE_FD(sb->status_fd);
+	CLOSE_FD(sb->lifeline_fd);
+	free(sb->envp);
+	sb->envp = NULL;
+}
+
+struct gc_ctx {
+	struct cgroup_root *root;
+	int lock_fd;
+	unsigned reclaimed;
+};
+
+static int gc_one(const char *name, void *data)
+{
+	struct gc_ctx *gc = data;
+	unsigned slot;
+	char tail;
+	if (sscanf(name, "sb-%u%c", &slot, &tail) != 1 || slot >= UIDRANGE_SLOTS)
+		return 0;
+	if (uidrange_slot_is_busy(gc->lock_fd, slot))
+		return 0;
+	struct cgroup *cg;
+	if (cgroup_open(gc->root, name, &cg) == 0 && cgroup_destroy(cg, NULL) == 0)
+		gc->reclaimed++;
+	return 0;
+}
+
+static int gc_with_root(struct cgroup_root *root, unsigned *ret_reclaimed)
+{
+	struct gc_ctx gc = {.root = root, .lock_fd = uidrange_open_lock(sandbox_run_dir())};
+	if (gc.lock_fd < 0)
+		return gc.lock_fd;
+	int r = cgroup_root_for_each(root, gc_one, &gc);
+	close(gc.lock_fd);
+	if (ret_reclaimed)
+		*ret_reclaimed = gc.reclaimed;
+	return r;
+}
+
+int sandbox_gc(unsigned *ret_reclaimed, struct error *err)
+{
+	char mnt[4096];
+	struct cgroup_root *root;
+	int r = ensure_run_dirs(sandbox_run_dir(), mnt, sizeof(mnt), err);
+	if (r < 0)
+		return r;
+	if ((r = cgroup_root_open(&root, err)) < 0)
+		return r;
+	r = gc_with_root(root, ret_reclaimed);
+	cgroup_root_free(root);
+	if (r < 0)
+		return error_set_errno(err, -r, "gc");
+	return 0;
+}
+
+static int clone_init(struct sandbox *sb, struct launch_ctx *ctx, struct error *err)
+{
+	uint64_t flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+			 CLONE_NEWUTS | CLONE_NEWNET | CLONE_PIDFD;
+	int cgfd = cgroup_clone_fd(sb->cg);
+	if (cgfd >= 0)
+		flags |= CLONE_INTO_CGROUP;
+	int pidfd = -1;
+	struct clone3_args args = {
+		.flags = flags,
+		.pidfd = (uint64_t)(uintptr_t)&pidfd,
+		.exit_signal = SIGCHLD,
+		.cgroup = cgfd >= 0 ? (uint64_t)cgfd : 0,
+	};
+	long pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0)
+		return error_set_errno(err, errno, "clone3 into new namespaces");
+	if (pid == 0)
+		init_main(ctx);
+	sb->pid = (pid_t)pid;
+	sb->pidfd = pidfd;
+	return 0;
+}
+
+int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *err)
+{
+	char mnt[4096];
+	const char *run_dir = sandbox_run_dir();
+	struct launch_ctx ctx = {.spec = spec, .mnt_dir = mnt};
+	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
+	int r;
+
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return error_set(err, ENOMEM, "out of memory");
+	*sb = (struct sandbox){.ids.lock_fd = -1, .pidfd = -1, .status_fd = -1, .lifeline_fd = -1,
+			       .timeout_ms = spec->timeout_ms, .start_ns = now_ns()};
+
+	if ((r = ensure_run_dirs(run_dir, mnt, sizeof(mnt), err)) < 0)
+		goto fail;
+	/* Our supplementary groups would follow us into the sandbox: drop them. */
+	if (setgroups(0, NULL) < 0) {
+		r = error_set_errno(err, errno, "setgroups");
+		goto fail;
+	}
+	if ((r = uidrange_acquire(run_dir, &sb->ids, err)) < 0 ||
+	    (r = cgroup_root_open(&sb->cgroot, err)) < 0)
+		goto fail;
+	(void)gc_with_root(sb->cgroot, NULL);
+	snprintf(sb->name, sizeof(sb->name), "sb-%u", sb->ids.slot);
+	struct cgroup_limits limits = {
+		.memory_bytes = spec->memory_bytes, .cpu_milli = spec->cpu_milli, .pids = spec->pids};
+	if ((r = cgroup_create(sb->cgroot, sb->name, &limits, &sb->cg, err)) < 0)
+		goto fail;
+	for (size_t i = 0; i < spec->nvolumes; i++) {
+		r = prepare_volume(&spec->volumes[i], sb->ids.base + SANDBOX_UID,
+				   &ctx.volumes[ctx.nvolumes], err);
+		if (r < 0)
+			goto fail;
+		ctx.nvolumes++;
+	}
+	if (!(sb->envp = ctx.envp = spec_build_env(spec))) {
+		r = error_set(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(status_pipe, O_CLOEXEC) < 0 ||
+	    move_fd_high(&sync_pipe[0]) < 0 || move_fd_high(&status_pipe[1]) < 0) {
+		r = error_set_errno(err, errno, "pipe");
+		goto fail;
+	}
+	ctx.sync_fd = sync_pipe[0];
+	ctx.status_fd = status_pipe[1];
+	sb->lifeline_fd = TAKE_FD(sync_pipe[1]);
+	sb->status_fd = TAKE_FD(status_pipe[0]);
+
+	if ((r = clone_init(sb, &ctx, err)) < 0)
+		goto fail;
+	CLOSE_FD(sync_pipe[0]);
+	CLOSE_FD(status_pipe[1]);
+	close_volumes(&ctx);
+
+	if ((r = map_ids(sb->pid, sb->ids.base, "0", UIDRANGE_SIZE)) < 0) {
+		error_set_errno(err, -r, "cannot map the sandbox's user ids");
+		goto fail_started;
+	}
+	if (cgroup_clone_fd(sb->cg) < 0 && (r = cgroup_attach(sb->cg, sb->pid, err)) < 0)
+		goto fail_started;
+	if ((r = write_all(sb->lifeline_fd, "g", 1)) < 0) {
+		error_set_errno(err, -r, "cannot start the sandbox");
+		goto fail_started;
+	}
+	*ret = sb;
+	return 0;
+
+fail_started:
+	sandbox_free(sb);
+	return r;
+fail:
+	CLOSE_FD(sync_pipe[0]);
+	CLOSE_FD(sync_pipe[1]);
+	CLOSE_FD(status_pipe[0]);
+	CLOSE_FD(status_pipe[1]);
+	close_volumes(&ctx);
+	sandbox_release(sb);
+	free(sb);
+	return r;
+}
+
+int sandbox_kill(struct sandbox *sb)
+{
+	if (sb->reaped)
+		return 0;
+	if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		return -errno;
+	if (sb->cg)
+		(void)cgroup_kill(sb->cg);
+	return 0;
+}
+
+/* Wait for init to exit, until the deadline, or until cancel_fd wakes us. */
+static int wait_exit(struct sandbox *sb, int cancel_fd)
+{
+	uint64_t deadline = sb->timeout_ms ? sb->start_ns + sb->timeout_ms * 1000000ULL : 0;
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = sb->pidfd, .events = POLLIN},
+					{.fd = cancel_fd, .events = POLLIN}};
+		int timeout = -1;
+		if (deadline && !sb->timed_out) {
+			uint64_t now = now_ns();
+			timeout = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+		}
+		int n = poll(pfd, cancel_fd >= 0 ? 2 : 1, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd[0].revents)
+			return 0;
+		if (n == 0) {
+			sb->timed_out = true;
+			sandbox_kill(sb);
+		} else if (pfd[1].revents) {
+			sb->cancelled = true;
+			sandbox_kill(sb);
+			cancel_fd = -1;
+		}
+	}
+}
+
+/* Drain init's status records; the last of each kind wins. */
+static void read_messages(int fd, struct launch_msg *setup, struct launch_msg *exec_fail,
+			  struct launch_msg *exit_msg)
+{
+	struct launch_msg msg;
+	while (read_all(fd, &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
+		msg.text[sizeof(msg.text) - 1] = '\0';
+		if (msg.type == LAUNCH_MSG_SETUP_FAILED)
+			*setup = msg;
+		else if (msg.type == LAUNCH_MSG_EXEC_FAILED)
+			*exec_fail = msg;
+		else if (msg.type == LAUNCH_MSG_EXIT)
+			*exit_msg = msg;
+	}
+}
+
+static void classify(const struct sandbox *sb, int init_status, const struct launch_msg *exec_fail,
+		     const struct launch_msg *exit_msg, struct sandbox_result *res)
+{
+	int status = exit_msg->type ? exit_msg->code : init_status;
+	if (sb->timed_out) {
+		res->end = SANDBOX_TIMED_OUT;
+		res->term_signal = SIGKILL;
+	} else if (sb->cancelled) {
+		res->end = SANDBOX_CANCELLED;
+		res->term_signal = SIGKILL;
+	} else if (exec_fail->type) {
+		res->end = SANDBOX_EXEC_FAILED;
+		res->exec_errno = exec_fail->code;
+	} else if (WIFEXITED(status)) {
+		res->end = SANDBOX_EXITED;
+		res->exit_status = WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		res->term_signal = WTERMSIG(status);
+		res->end = res->oom_killed && res->term_signal == SIGKILL ? SANDBOX_OOM_KILLED
+									  : SANDBOX_SIGNALED;
+	}
+}
+
+int sandbox_wait(struct sandbox *sb, int cancel_fd, struct sandbox_result *ret,
+		 struct error *err)
+{
+	struct sandbox_result res = {0};
+	int r = wait_exit(sb, cancel_fd);
+	if (r < 0)
+		return error_set_errno(err, -r, "waiting for the sandbox");
+	siginfo_t info = {0};
+	struct rusage ru = {0};
+	if (syscall(SYS_waitid, P_PIDFD, sb->pidfd, &info, WEXITED, &ru) < 0)
+		return error_set_errno(err, errno, "waitid");
+	sb->reaped = true;
+	res.wall_ms = (now_ns() - sb->start_ns) / 1000000ULL;
+	res.cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000ULL +
+		     (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000ULL;
+	/* back to a wait(2) status: exit code in bits 8-15, or the signal in 0-6 */
+	int init_status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
+						      : info.si_status & 0x7f;
+
+	struct launch_msg setup = {0}, exec_fail = {0}, exit_msg = {0};
+	CLOSE_FD(sb->lifeline_fd);
+	read_messages(sb->status_fd, &setup, &exec_fail, &exit_msg);
+
+	struct cgroup_stats stats = {0};
+	if (cgroup_read_stats(sb->cg, &stats) == 0) {
+		res.oom_killed = stats.oom_kills > 0;
+		res.peak_memory_bytes = stats.peak_memory_bytes;
+	}
+	struct cgroup *cg = TAKE_PTR(sb->cg);
+	r = cgroup_destroy(cg, err);
+	sandbox_release(sb);
+	if (r < 0)
+		return r;
+
+	if (setup.type) {
+		res.end = SANDBOX_SETUP_FAILED;
+		error_set(err, setup.code, "sandbox setup failed: %s", setup.text);
+	} else {
+		classify(sb, init_status, &exec_fail, &exit_msg, &res);
+	}
+	*ret = res;
+	return 0;
+}
+
+struct sandbox *sandbox_free(struct sandbox *sb)
+{
+	if (!sb)
+		return NULL;
+	if (!sb->reaped && sb->pidfd >= 0) {
+		sandbox_kill(sb);
+		siginfo_t info;
+		(void)syscall(SYS_waitid, P_PIDFD, sb->pidfd, &info, WEXITED, NULL);
+	}
+	sandbox_release(sb);
+	free(sb);
+	return NULL;
+}

@@ -1,0 +1,30 @@
+/*
+ * rootfs.h - the sandbox's file system, built from nothing.
+ *
+ * Runs inside the child, as root of its fresh user and mount namespaces,
+ * before anything of the command exists. It builds on ctx->mnt_dir:
+ *
+ *   /            tmpfs, read-only at the end
+ *   /usr         the host's /usr (or the --rootfs image's entries), read-only
+ *   /bin /lib..  symlinks or read-only binds, as on the host
+ *   /etc         synthesized: passwd, group, hosts, hostname, nsswitch.conf,
+ *                plus read-only ld.so.cache and alternatives from the host
+ *   /tmp /dev/shm <workdir>   one tmpfs of spec->disk_bytes, writable
+ *   /dev         null zero full random urandom tty, a private devpts, shm
+ *   /proc        fresh, in the new pid namespace, sensitive files masked
+ *   volumes      the launcher's detached mounts, attached at their targets
+ *
+ * Every mount is nosuid and nodev, except the six device binds, which
+ * need device access. There is no /sys. Then pivot_root into it and
+ * detach the old root, so nothing of the host is reachable.
+ */
+#ifndef AGENTBOX_RUNTIME_ROOTFS_H
+#define AGENTBOX_RUNTIME_ROOTFS_H
+
+#include "base/error.h"
+#include "runtime/launch-internal.h"
+
+/* Build the root and enter it; cwd is "/" afterwards. 0 or -errno. */
+int rootfs_setup(const struct launch_ctx *ctx, struct error *err);
+
+#endif

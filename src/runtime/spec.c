@@ -1,0 +1,223 @@
+#include "runtime/spec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void spec_init(struct spec *spec)
+{
+	*spec = (struct spec){
+		.memory_bytes = SPEC_DEFAULT_MEMORY,
+		.cpu_milli = SPEC_DEFAULT_CPU_MILLI,
+		.pids = SPEC_DEFAULT_PIDS,
+		.disk_bytes = SPEC_DEFAULT_DISK,
+		.workdir = SPEC_DEFAULT_WORKDIR,
+		.network = NETWORK_NONE,
+	};
+}
+
+void spec_release(struct spec *spec)
+{
+	free(spec->env);
+	spec->env = NULL;
+	spec->nenv = 0;
+	free(spec->volumes);
+	spec->volumes = NULL;
+	spec->nvolumes = 0;
+}
+
+int spec_add_env(struct spec *spec, const char *kv)
+{
+	if (spec->nenv >= SPEC_ENV_MAX)
+		return -E2BIG;
+	const char **n = realloc(spec->env, (spec->nenv + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n[spec->nenv++] = kv;
+	spec->env = n;
+	return 0;
+}
+
+int spec_add_volume(struct spec *spec, char *arg, struct error *err)
+{
+	if (spec->nvolumes >= SPEC_VOLUMES_MAX)
+		return error_set(err, E2BIG, "--volume: more than %d volumes", SPEC_VOLUMES_MAX);
+	char *host = arg;
+	char *target = strchr(arg, ':');
+	if (!target)
+		return error_set(err, EINVAL, "--volume '%s': expected HOST_DIR:SANDBOX_DIR[:ro]",
+				 arg);
+	*target++ = '\0';
+	bool ro = false;
+	char *mode = strchr(target, ':');
+	if (mode) {
+		*mode++ = '\0';
+		if (strcmp(mode, "ro") == 0)
+			ro = true;
+		else if (strcmp(mode, "rw") != 0)
+			return error_set(err, EINVAL, "--volume: mode '%s' is not ro or rw", mode);
+	}
+	struct volume *n = realloc(spec->volumes, (spec->nvolumes + 1) * sizeof(*n));
+	if (!n)
+		return error_set(err, ENOMEM, "--volume: out of memory");
+	n[spec->nvolumes++] = (struct volume){.host = host, .target = target, .read_only = ro};
+	spec->volumes = n;
+	return 0;
+}
+
+/*
+ * A sandbox path: absolute, bounded, no "." or ".." components, no empty
+ * components, not "/" itself.
+ */
+static int check_sandbox_path(const char *what, const char *p, struct error *err)
+{
+	if (!p || p[0] != '/')
+		return error_set(err, EINVAL, "%s: '%s' is not an absolute path", what, p ? p : "");
+	if (strlen(p) >= SPEC_PATH_MAX)
+		return error_set(err, ENAMETOOLONG, "%s: path longer than %d bytes", what,
+				 SPEC_PATH_MAX);
+	if (strcmp(p, "/") == 0)
+		return error_set(err, EINVAL, "%s: '/' cannot be used", what);
+	for (const char *c = p; *c;) {
+		while (*c == '/')
+			c++;
+		size_t len = strcspn(c, "/");
+		if ((len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return error_set(err, EINVAL, "%s: '%s' contains '.' or '..'", what, p);
+		c += len;
+	}
+	return 0;
+}
+
+/* The sandbox's own mount points may not be replaced by a volume. */
+static bool is_reserved_target(const char *p)
+{
+	static const char *const reserved[] = {"/proc", "/dev", "/sys", "/tmp", "/usr", "/etc",
+					       "/bin", "/sbin", "/lib", "/lib64"};
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
+		size_t len = strlen(reserved[i]);
+		if (strncmp(p, reserved[i], len) == 0 && (p[len] == '\0' || p[len] == '/'))
+			return true;
+	}
+	return false;
+}
+
+static int check_host_dir(const char *what, const char *p, struct error *err)
+{
+	struct stat st;
+	if (!p || p[0] != '/')
+		return error_set(err, EINVAL, "%s: '%s' is not an absolute path", what, p ? p : "");
+	if (strlen(p) >= SPEC_PATH_MAX)
+		return error_set(err, ENAMETOOLONG, "%s: path longer than %d bytes", what,
+				 SPEC_PATH_MAX);
+	if (stat(p, &st) < 0)
+		return error_set_errno(err, errno, "%s: '%s'", what, p);
+	if (!S_ISDIR(st.st_mode))
+		return error_set(err, ENOTDIR, "%s: '%s' is not a directory", what, p);
+	return 0;
+}
+
+static int check_env(const char *kv, struct error *err)
+{
+	const char *eq = strchr(kv, '=');
+	if (!eq || eq == kv)
+		return error_set(err, EINVAL, "--env '%s': expected KEY=VALUE", kv);
+	if (strlen(kv) >= SPEC_ENV_ENTRY_MAX)
+		return error_set(err, E2BIG, "--env: entry longer than %d bytes",
+				 SPEC_ENV_ENTRY_MAX);
+	for (const char *c = kv; c < eq; c++) {
+		bool ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_' ||
+			  (c > kv && *c >= '0' && *c <= '9');
+		if (!ok)
+			return error_set(err, EINVAL, "--env '%.*s': not a valid variable name",
+					 (int)(eq - kv), kv);
+	}
+	return 0;
+}
+
+int spec_validate(const struct spec *spec, struct error *err)
+{
+	int r;
+	if (!spec->argv || spec->argc == 0 || !spec->argv[0] || !spec->argv[0][0])
+		return error_set(err, EINVAL, "missing command: give it after --");
+	if (spec->argc > SPEC_ARGV_MAX)
+		return error_set(err, E2BIG, "command: more than %d arguments", SPEC_ARGV_MAX);
+	if (spec->memory_bytes < SPEC_MEMORY_MIN || spec->memory_bytes > SPEC_MEMORY_MAX)
+		return error_set(err, ERANGE, "--memory: must be between 4m and 1t");
+	if (spec->cpu_milli < SPEC_CPU_MILLI_MIN || spec->cpu_milli > SPEC_CPU_MILLI_MAX)
+		return error_set(err, ERANGE, "--cpus: must be between 0.01 and 1024");
+	if (spec->pids < 1 || spec->pids > SPEC_PIDS_MAX)
+		return error_set(err, ERANGE, "--pids: must be between 1 and %llu",
+				 (unsigned long long)SPEC_PIDS_MAX);
+	if (spec->disk_bytes < SPEC_DISK_MIN || spec->disk_bytes > SPEC_DISK_MAX)
+		return error_set(err, ERANGE, "--disk: must be between 1m and 1t");
+	if (spec->timeout_ms > SPEC_TIMEOUT_MAX_MS)
+		return error_set(err, ERANGE, "--timeout: longer than 30 days");
+	if ((r = check_sandbox_path("--workdir", spec->workdir, err)) < 0)
+		return r;
+	if (is_reserved_target(spec->workdir))
+		return error_set(err, EINVAL, "--workdir: '%s' is reserved by the sandbox",
+				 spec->workdir);
+	if (spec->rootfs && (r = check_host_dir("--rootfs", spec->rootfs, err)) < 0)
+		return r;
+	for (size_t i = 0; i < spec->nenv; i++)
+		if ((r = check_env(spec->env[i], err)) < 0)
+			return r;
+	for (size_t i = 0; i < spec->nvolumes; i++) {
+		const struct volume *v = &spec->volumes[i];
+		if ((r = check_host_dir("--volume", v->host, err)) < 0)
+			return r;
+		if ((r = check_sandbox_path("--volume", v->target, err)) < 0)
+			return r;
+		if (is_reserved_target(v->target))
+			return error_set(err, EINVAL, "--volume: '%s' is reserved by the sandbox",
+					 v->target);
+	}
+	return 0;
+}
+
+static bool env_has_key(const char *kv, const char *key, size_t keylen)
+{
+	return strncmp(kv, key, keylen) == 0 && kv[keylen] == '=';
+}
+
+char **spec_build_env(const struct spec *spec)
+{
+	char home[SPEC_PATH_MAX + 8];
+	snprintf(home, sizeof(home), "HOME=%s", spec->workdir);
+	const char *defaults[] = {"PATH=" SPEC_DEFAULT_PATH, home, "LANG=" SPEC_DEFAULT_LANG};
+	size_t ndef = sizeof(defaults) / sizeof(defaults[0]);
+	const char *all[SPEC_ENV_MAX + 3];
+	size_t n = 0;
+
+	/* Later entries win: walk defaults then caller values, replacing keys. */
+	for (size_t i = 0; i < ndef + spec->nenv; i++) {
+		const char *kv = i < ndef ? defaults[i] : spec->env[i - ndef];
+		size_t keylen = strcspn(kv, "=");
+		size_t j;
+		for (j = 0; j < n; j++)
+			if (env_has_key(all[j], kv, keylen))
+				break;
+		all[j] = kv;
+		if (j == n)
+			n++;
+	}
+
+	size_t bytes = (n + 1) * sizeof(char *);
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(all[i]) + 1;
+	char **env = malloc(bytes);
+	if (!env)
+		return NULL;
+	char *p = (char *)(env + n + 1);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(all[i]) + 1;
+		memcpy(p, all[i], len);
+		env[i] = p;
+		p += len;
+	}
+	env[n] = NULL;
+	return env;
+}

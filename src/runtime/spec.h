@@ -1,0 +1,120 @@
+/*
+ * spec.h - what a sandbox is asked to be: command, limits, mounts, env.
+ *
+ * A spec is plain data. The CLI (and later the daemon) fills one, calls
+ * spec_validate() and only then creates anything, so bad input is refused
+ * before a cgroup, mount or process exists.
+ *
+ * Ownership: a spec does not own its strings. argv, env, paths and volume
+ * strings must outlive every use of the spec (the CLI points them at its
+ * own argv). spec_release() frees only the arrays the spec_add_*() helpers
+ * allocated.
+ *
+ * Inside every sandbox (the contract the probes and docs rely on):
+ *   - the command runs as uid 1000, gid 1000 ("sandbox"), with no
+ *     capabilities, no_new_privs, and the seccomp and Landlock policies;
+ *   - / is read-only; /tmp, /dev/shm and the workdir are writable and share
+ *     one tmpfs of disk_bytes; rw volumes are writable too;
+ *   - the environment is exactly PATH, HOME (= workdir), LANG, and the
+ *     caller's --env values, which win over the defaults;
+ *   - the hostname is "agentbox" and the only network interface is lo.
+ */
+#ifndef AGENTBOX_RUNTIME_SPEC_H
+#define AGENTBOX_RUNTIME_SPEC_H
+
+#include "base/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Named limits on everything a caller controls. */
+#define SPEC_MEMORY_MIN      (4ULL << 20)  /* 4 MiB: less cannot start a shell */
+#define SPEC_MEMORY_MAX      (1ULL << 40)  /* 1 TiB */
+#define SPEC_CPU_MILLI_MIN   10ULL         /* 0.01 CPU */
+#define SPEC_CPU_MILLI_MAX   1024000ULL    /* 1024 CPUs */
+#define SPEC_PIDS_MAX        1000000ULL
+#define SPEC_DISK_MIN        (1ULL << 20)  /* 1 MiB */
+#define SPEC_DISK_MAX        (1ULL << 40)
+#define SPEC_TIMEOUT_MAX_MS  (30ULL * 86400 * 1000) /* 30 days */
+#define SPEC_ARGV_MAX        4096          /* arguments in the command */
+#define SPEC_ENV_MAX         256           /* --env entries */
+#define SPEC_VOLUMES_MAX     32
+#define SPEC_PATH_MAX        1024          /* bytes in any path we are given */
+#define SPEC_ENV_ENTRY_MAX   (32 * 1024)   /* bytes in one KEY=VALUE */
+
+/* The defaults of `agentbox run`. */
+#define SPEC_DEFAULT_MEMORY    (512ULL << 20)
+#define SPEC_DEFAULT_CPU_MILLI 1000ULL
+#define SPEC_DEFAULT_PIDS      256ULL
+#define SPEC_DEFAULT_DISK      (1ULL << 30)
+#define SPEC_DEFAULT_WORKDIR   "/workspace"
+#define SPEC_DEFAULT_PATH      "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin"
+#define SPEC_DEFAULT_LANG      "C.UTF-8"
+
+/* The identity the command runs as, inside the sandbox's user namespace. */
+#define SANDBOX_UID      1000
+#define SANDBOX_GID      1000
+#define SANDBOX_HOSTNAME "agentbox"
+
+struct volume {
+	const char *host;   /* absolute host path of a directory */
+	const char *target; /* absolute path inside the sandbox */
+	bool read_only;
+};
+
+enum network_mode {
+	NETWORK_NONE = 0, /* a private net namespace with only lo */
+};
+
+struct spec {
+	const char *const *argv; /* NULL-terminated; argv[0] is looked up in PATH */
+	size_t argc;
+
+	uint64_t memory_bytes; /* memory limit; swap is always 0 */
+	uint64_t cpu_milli;    /* CPU quota in thousandths of a CPU */
+	uint64_t pids;         /* most tasks alive at once */
+	uint64_t disk_bytes;   /* size of the tmpfs behind /tmp, /dev/shm, workdir */
+	uint64_t timeout_ms;   /* wall clock; 0 = none */
+
+	const char **env; /* "KEY=VALUE" from the caller; spec-owned array */
+	size_t nenv;
+
+	struct volume *volumes; /* spec-owned array */
+	size_t nvolumes;
+
+	const char *workdir; /* absolute; created empty and writable */
+	const char *rootfs;  /* NULL = host /usr + synthesized /etc */
+	enum network_mode network;
+};
+
+/* Fill spec with the defaults above; argv stays NULL. */
+void spec_init(struct spec *spec);
+
+/* Free the arrays allocated by spec_add_*(). The spec can be reused. */
+void spec_release(struct spec *spec);
+
+/* Append "KEY=VALUE" (checked by spec_validate). 0 or -ENOMEM/-E2BIG. */
+int spec_add_env(struct spec *spec, const char *kv);
+
+/*
+ * Parse "HOST_DIR:SANDBOX_DIR[:ro|:rw]" and append it. The string must
+ * outlive the spec; it is split in place. 0 or -EINVAL (err says why).
+ */
+int spec_add_volume(struct spec *spec, char *arg, struct error *err);
+
+/*
+ * Check every field against the limits above and the paths against the
+ * file system (the rootfs and volume sources must be directories).
+ * 0, or -EINVAL/-ENOENT/... with err naming the field.
+ */
+int spec_validate(const struct spec *spec, struct error *err);
+
+/*
+ * Build the sandbox environment: PATH, HOME, LANG, then spec->env (later
+ * entries replace earlier ones with the same key). Returns a NULL-
+ * terminated array in one allocation, to free() with one call.
+ */
+char **spec_build_env(const struct spec *spec);
+
+#endif
