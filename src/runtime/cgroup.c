@@ -43,19 +43,44 @@ static bool has_token(const char *list, const char *token)
 	return false;
 }
 
-/*
- * Find a cgroup mount in /proc/self/mountinfo: fstype "cgroup2", or
- * "cgroup" with controller among its super options.
- */
-static int find_mount(const char *fstype, const char *controller, struct mount_cgroup *ret)
+/* /proc/self/mountinfo and /proc/self/cgroup, read once per root_open. */
+struct proc_tables {
+	char mountinfo[32768];
+	char cgroup[8192];
+};
+
+static int proc_tables_read(struct proc_tables *t)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return -errno;
+	ssize_t n = read_file_at(AT_FDCWD, "/proc/self/mountinfo", t->mountinfo,
+				 sizeof(t->mountinfo));
+	if (n < 0)
+		return (int)n;
+	n = read_file_at(AT_FDCWD, "/proc/self/cgroup", t->cgroup, sizeof(t->cgroup));
+	return n < 0 ? (int)n : 0;
+}
+
+/* Copy the line starting at p (without its newline) into buf; return the next line. */
+static const char *next_line(const char *p, char *buf, size_t size)
+{
+	size_t len = strcspn(p, "\n");
+	size_t copy = len < size - 1 ? len : size - 1;
+	memcpy(buf, p, copy);
+	buf[copy] = '\0';
+	return p[len] ? p + len + 1 : p + len;
+}
+
+/*
+ * Find a cgroup mount in mountinfo: fstype "cgroup2", or "cgroup" with
+ * controller among its super options.
+ */
+static int find_mount(const struct proc_tables *t, const char *fstype, const char *controller,
+		      struct mount_cgroup *ret)
+{
 	char line[8192];
-	while (fgets(line, sizeof(line), f)) {
+	for (const char *p = t->mountinfo; *p;) {
+		p = next_line(p, line, sizeof(line));
 		char root[CGROUP_PATH_MAX], mnt[CGROUP_PATH_MAX];
-		/* id parent maj:min root mountpoint ... */
+		/* id parent maj:min root mountpoint ... - fstype source superoptions */
 		if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
 			continue;
 		char *sep = strstr(line, " - ");
@@ -79,14 +104,11 @@ static int find_mount(const char *fstype, const char *controller, struct mount_c
  * Our own cgroup path in the hierarchy holding controller ("" = the v2
  * line "0::/path").
  */
-static int own_path(const char *controller, char *buf, size_t size)
+static int own_path(const struct proc_tables *t, const char *controller, char *buf, size_t size)
 {
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
-		return -errno;
 	char line[CGROUP_PATH_MAX + 256];
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
+	for (const char *p = t->cgroup; *p;) {
+		p = next_line(p, line, sizeof(line));
 		char *c1 = strchr(line, ':');
 		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (!c2)
@@ -148,7 +170,7 @@ struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
 	return NULL;
 }
 
-static int root_open_v1(struct cgroup_root **ret, struct error *err)
+static int root_open_v1(const struct proc_tables *t, struct cgroup_root **ret, struct error *err)
 {
 	struct cgroup_root *root = root_new(CGROUP_V1);
 	if (!root)
@@ -157,9 +179,9 @@ static int root_open_v1(struct cgroup_root **ret, struct error *err)
 		const char *c = cgroup_v1_controllers[i];
 		struct mount_cgroup m;
 		char own[CGROUP_PATH_MAX], path[CGROUP_PATH_MAX + 64];
-		int r = find_mount("cgroup", c, &m);
+		int r = find_mount(t, "cgroup", c, &m);
 		if (r == 0)
-			r = own_path(c, own, sizeof(own));
+			r = own_path(t, c, own, sizeof(own));
 		if (r < 0) {
 			cgroup_root_free(root);
 			return error_set(err, ENOTSUP,
@@ -251,11 +273,11 @@ static bool v2_has_controllers(const char *mountpoint)
 	       has_token_space(buf, "cpu");
 }
 
-static int root_open_v2(struct cgroup_root **ret, struct error *err)
+static int root_open_v2(const struct proc_tables *t, struct cgroup_root **ret, struct error *err)
 {
 	struct mount_cgroup m;
 	char own[CGROUP_PATH_MAX], base[CGROUP_PATH_MAX + 64], path[CGROUP_PATH_MAX + 128];
-	if (find_mount("cgroup2", NULL, &m) < 0 || own_path("", own, sizeof(own)) < 0)
+	if (find_mount(t, "cgroup2", NULL, &m) < 0 || own_path(t, "", own, sizeof(own)) < 0)
 		return error_set(err, ENOTSUP, "cgroup v2: not mounted");
 	join_group_path(&m, own, "", base, sizeof(base));
 	_cleanup_close_ int basefd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -279,15 +301,21 @@ static int root_open_v2(struct cgroup_root **ret, struct error *err)
 
 int cgroup_root_open(struct cgroup_root **ret, struct error *err)
 {
+	_cleanup_free_ struct proc_tables *t = malloc(sizeof(*t));
+	if (!t)
+		return error_set(err, ENOMEM, "cgroup: out of memory");
+	int r = proc_tables_read(t);
+	if (r < 0)
+		return error_set_errno(err, -r, "cgroup: cannot read /proc/self");
 	const char *force = getenv("AGENTBOX_CGROUP");
 	if (force && strcmp(force, "v1") == 0)
-		return root_open_v1(ret, err);
+		return root_open_v1(t, ret, err);
 	if (force && strcmp(force, "v2") == 0)
-		return root_open_v2(ret, err);
+		return root_open_v2(t, ret, err);
 	struct mount_cgroup m;
-	if (find_mount("cgroup2", NULL, &m) == 0 && v2_has_controllers(m.mountpoint))
-		return root_open_v2(ret, err);
-	return root_open_v1(ret, err);
+	if (find_mount(t, "cgroup2", NULL, &m) == 0 && v2_has_controllers(m.mountpoint))
+		return root_open_v2(t, ret, err);
+	return root_open_v1(t, ret, err);
 }
 
 enum cgroup_version cgroup_root_version(const struct cgroup_root *root)

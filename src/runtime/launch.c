@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -51,7 +52,7 @@ struct sandbox {
 	pid_t pid;
 	int pidfd;
 	int status_fd;   /* read end of init's status pipe */
-	int lifeline_fd; /* write end of the go pipe; init sees EOF if we die */
+	int lifeline_fd; /* our end of the go socket; init sees EOF if we die */
 	uint64_t start_ns;
 	uint64_t timeout_ms;
 	bool reaped, timed_out, cancelled;
@@ -270,11 +271,18 @@ int sandbox_gc(unsigned *ret_reclaimed, struct error *err)
 	return 0;
 }
 
+static int create_cgroup(struct sandbox *sb, const struct spec *spec, struct error *err)
+{
+	struct cgroup_limits limits = {
+		.memory_bytes = spec->memory_bytes, .cpu_milli = spec->cpu_milli, .pids = spec->pids};
+	return cgroup_create(sb->cgroot, sb->name, &limits, &sb->cg, err);
+}
+
 static int clone_init(struct sandbox *sb, struct launch_ctx *ctx, struct error *err)
 {
 	uint64_t flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWNET | CLONE_PIDFD;
-	int cgfd = cgroup_clone_fd(sb->cg);
+	int cgfd = sb->cg ? cgroup_clone_fd(sb->cg) : -1;
 	if (cgfd >= 0)
 		flags |= CLONE_INTO_CGROUP;
 	int pidfd = -1;
@@ -320,9 +328,9 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		goto fail;
 	(void)gc_with_root(sb->cgroot, NULL);
 	snprintf(sb->name, sizeof(sb->name), "sb-%u", sb->ids.slot);
-	struct cgroup_limits limits = {
-		.memory_bytes = spec->memory_bytes, .cpu_milli = spec->cpu_milli, .pids = spec->pids};
-	if ((r = cgroup_create(sb->cgroot, sb->name, &limits, &sb->cg, err)) < 0)
+	/* v2 clones straight into the group; v1 must move init in afterwards. */
+	bool into_cgroup = cgroup_root_version(sb->cgroot) == CGROUP_V2;
+	if (into_cgroup && (r = create_cgroup(sb, spec, err)) < 0)
 		goto fail;
 	for (size_t i = 0; i < spec->nvolumes; i++) {
 		r = prepare_volume(&spec->volumes[i], sb->ids.base + SANDBOX_UID,
@@ -335,7 +343,9 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		r = error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(status_pipe, O_CLOEXEC) < 0 ||
+	/* a socket for the go signals: send(MSG_NOSIGNAL) cannot raise SIGPIPE */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync_pipe) < 0 ||
+	    pipe2(status_pipe, O_CLOEXEC) < 0 ||
 	    move_fd_high(&sync_pipe[0]) < 0 || move_fd_high(&status_pipe[1]) < 0) {
 		r = error_set_errno(err, errno, "pipe");
 		goto fail;
@@ -355,12 +365,16 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		error_set_errno(err, -r, "cannot map the sandbox's user ids");
 		goto fail_started;
 	}
-	if (cgroup_clone_fd(sb->cg) < 0 && (r = cgroup_attach(sb->cg, sb->pid, err)) < 0)
+	/*
+	 * Go 1: init builds its root while we create and join its cgroup (v1).
+	 * Go 2: init is in its cgroup and may start the command. If init has
+	 * died already, the sends fail and sandbox_wait() reports why it died.
+	 */
+	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
+	if (!into_cgroup && ((r = create_cgroup(sb, spec, err)) < 0 ||
+			     (r = cgroup_attach(sb->cg, sb->pid, err)) < 0))
 		goto fail_started;
-	if ((r = write_all(sb->lifeline_fd, "g", 1)) < 0) {
-		error_set_errno(err, -r, "cannot start the sandbox");
-		goto fail_started;
-	}
+	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
 	*ret = sb;
 	return 0;
 

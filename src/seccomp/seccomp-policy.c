@@ -31,7 +31,7 @@
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-#define ALLOW SCMP_ACT_ALLOW
+#define ALLOW	  SCMP_ACT_ALLOW
 #define EPERM_ACT SCMP_ACT_ERRNO(EPERM)
 
 /*
@@ -40,6 +40,7 @@
  * kernel ABI and never change; they are used only when libseccomp cannot
  * resolve the name, and checked against libseccomp when it can.
  */
+/* clang-format off */
 static const struct {
 	const char *name;
 	int nr;
@@ -149,6 +150,7 @@ static const char *const eperm_syscalls[] = {
 	 * open() does not use it, and EPERM makes callers fall back */
 	"openat2",
 };
+/* clang-format on */
 
 #define CLONE_NS_FLAGS                                                                             \
 	(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | \
@@ -170,8 +172,12 @@ struct arg_rule {
 
 /* Modes that do not set S_ISUID or S_ISGID: files with those bits must
  * never appear in a volume, which is a host directory. */
-#define NO_SETID(name, arg) {name, arg, S_ISUID | S_ISGID, {0}, 1, ALLOW, EPERM_ACT}
+#define NO_SETID(name, arg)                                                                        \
+	{                                                                                          \
+		name, arg, S_ISUID | S_ISGID, {0}, 1, ALLOW, EPERM_ACT                             \
+	}
 
+/* clang-format off */
 static const struct arg_rule arg_rules[] = {
 	/* clone: no new namespaces (CLONE_NEWTIME is also an exit-signal bit,
 	 * but no valid signal number has it set) */
@@ -192,24 +198,30 @@ static const struct arg_rule arg_rules[] = {
 	NO_SETID("mknod", 1),
 	NO_SETID("mknodat", 2),
 };
+/* clang-format on */
 
 /*
- * socket and socketpair, by family (argument 0, compared as the full 64-bit
- * value, so a value with junk in the high half never matches an allow).
- * AF_UNIX: any type. AF_INET, AF_INET6: stream and datagram only (the type's
- * low 4 bits; the high ones are SOCK_NONBLOCK and SOCK_CLOEXEC). Any other
- * family: EPERM, as the complement of {1, 2, 10} below.
+ * socket, by family (argument 0, compared as the full 64-bit value, so a
+ * value with junk in the high half never matches an allow rule). AF_UNIX:
+ * any type. AF_INET, AF_INET6: stream and datagram only (the type's low 4
+ * bits; the high ones are SOCK_NONBLOCK and SOCK_CLOEXEC). Any other family
+ * is refused by the complement of {1, 2, 10} below.
  */
 static const struct scmp_arg_cmp socket_other_families[] = {
-	SCMP_A0_64(SCMP_CMP_EQ, AF_UNSPEC),
-	SCMP_A0_64(SCMP_CMP_EQ, 3),
-	SCMP_A0_64(SCMP_CMP_MASKED_EQ, ~(uint64_t)3, 4), /* 4..7 */
-	SCMP_A0_64(SCMP_CMP_MASKED_EQ, ~(uint64_t)1, 8), /* 8, 9 */
-	SCMP_A0_64(SCMP_CMP_GT, AF_INET6),               /* 11 and up */
+    SCMP_A0_64(SCMP_CMP_EQ, AF_UNSPEC),
+    SCMP_A0_64(SCMP_CMP_EQ, 3),
+    SCMP_A0_64(SCMP_CMP_MASKED_EQ, ~(uint64_t)3, 4), /* 4..7 */
+    SCMP_A0_64(SCMP_CMP_MASKED_EQ, ~(uint64_t)1, 8), /* 8, 9 */
+    SCMP_A0_64(SCMP_CMP_GT, AF_INET6),		     /* 11 and up */
 };
 _Static_assert(AF_UNIX == 1 && AF_INET == 2 && AF_INET6 == 10, "family numbers are ABI");
 
 static const uint64_t inet_families[] = {AF_INET, AF_INET6};
+
+/* socketpair: AF_UNIX only (the complement of {1}). */
+static const struct scmp_arg_cmp socketpair_other_families[] = {
+    SCMP_A0_64(SCMP_CMP_EQ, AF_UNSPEC), SCMP_A0_64(SCMP_CMP_GT, AF_UNIX), /* 2 and up */
+};
 
 #define SOCK_TYPE_MASK 0xf
 
@@ -240,7 +252,8 @@ static int resolve(const char *name)
 	if (nr < 0)
 		nr = late;
 	if (nr < 0) {
-		fprintf(stderr, "seccomp-policy: system call '%s' is unknown to libseccomp %u.%u.%u\n",
+		fprintf(stderr,
+			"seccomp-policy: system call '%s' is unknown to libseccomp %u.%u.%u\n",
 			name, seccomp_version()->major, seccomp_version()->minor,
 			seccomp_version()->micro);
 		return -ENOENT;
@@ -253,15 +266,15 @@ static int add_rule(struct policy *p, uint32_t action, const char *name, int nr,
 {
 	int r = seccomp_rule_add_exact_array(p->ctx, action, nr, n_cmps, cmps);
 	if (r < 0) {
-		fprintf(stderr, "seccomp-policy: cannot add a rule for %s: %s\n", name, strerror(-r));
+		fprintf(stderr, "seccomp-policy: cannot add a rule for %s: %s\n", name,
+			strerror(-r));
 		return r;
 	}
 	p->rules++;
 	return 0;
 }
 
-static int add_unconditional(struct policy *p, uint32_t action, const char *const *names,
-			     size_t n)
+static int add_unconditional(struct policy *p, uint32_t action, const char *const *names, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		int nr = resolve(names[i]);
@@ -360,7 +373,8 @@ static int check_values(const struct split *s, uint64_t mask)
 {
 	for (unsigned i = 0; i < s->n_values; i++) {
 		if (s->values[i] & ~mask) {
-			fprintf(stderr, "seccomp-policy: %s: value %#llx has bits outside the mask\n",
+			fprintf(stderr,
+				"seccomp-policy: %s: value %#llx has bits outside the mask\n",
 				s->name, (unsigned long long)s->values[i]);
 			return -EINVAL;
 		}
@@ -380,13 +394,13 @@ static int add_split(struct policy *p, const char *name, const struct scmp_arg_c
 		     unsigned n_values, uint32_t listed, uint32_t others)
 {
 	struct split s = {
-		.name = name,
-		.n_fixed = n_fixed,
-		.arg = arg,
-		.values = values,
-		.n_values = n_values,
-		.listed = listed,
-		.others = others,
+	    .name = name,
+	    .n_fixed = n_fixed,
+	    .arg = arg,
+	    .values = values,
+	    .n_values = n_values,
+	    .listed = listed,
+	    .others = others,
 	};
 
 	s.nr = resolve(name);
@@ -407,36 +421,97 @@ static int add_arg_rules(struct policy *p)
 {
 	for (size_t i = 0; i < ARRAY_LEN(arg_rules); i++) {
 		const struct arg_rule *a = &arg_rules[i];
-		int r = add_split(p, a->syscall, NULL, 0, a->arg, a->mask, a->values,
-				  a->n_values, a->listed, a->others);
+		int r = add_split(p, a->syscall, NULL, 0, a->arg, a->mask, a->values, a->n_values,
+				  a->listed, a->others);
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
-static int add_socket_rules(struct policy *p, const char *name)
+static int add_family_rules(struct policy *p, const char *name, int nr,
+			    const struct scmp_arg_cmp *others, size_t n_others)
+{
+	struct scmp_arg_cmp unix_family = SCMP_A0_64(SCMP_CMP_EQ, AF_UNIX);
+	int r = add_rule(p, ALLOW, name, nr, 1, &unix_family);
+	for (size_t i = 0; r >= 0 && i < n_others; i++)
+		r = add_rule(p, EPERM_ACT, name, nr, 1, &others[i]);
+	return r;
+}
+
+static int add_socket_rules(struct policy *p)
 {
 	static const uint64_t stream_dgram[] = {SOCK_STREAM, SOCK_DGRAM};
-	int nr = resolve(name);
+	int nr = resolve("socket");
 	if (nr < 0)
 		return nr;
 
-	struct scmp_arg_cmp unix_family = SCMP_A0_64(SCMP_CMP_EQ, AF_UNIX);
-	int r = add_rule(p, ALLOW, name, nr, 1, &unix_family);
-	for (size_t i = 0; r >= 0 && i < ARRAY_LEN(socket_other_families); i++)
-		r = add_rule(p, EPERM_ACT, name, nr, 1, &socket_other_families[i]);
+	int r = add_family_rules(p, "socket", nr, socket_other_families,
+				 ARRAY_LEN(socket_other_families));
 	for (size_t i = 0; r >= 0 && i < ARRAY_LEN(inet_families); i++) {
 		struct scmp_arg_cmp family = SCMP_A0_64(SCMP_CMP_EQ, inet_families[i]);
-		r = add_split(p, name, &family, 1, 1, SOCK_TYPE_MASK, stream_dgram,
+		r = add_split(p, "socket", &family, 1, 1, SOCK_TYPE_MASK, stream_dgram,
 			      ARRAY_LEN(stream_dgram), ALLOW, EPERM_ACT);
 	}
-	return r;
+	if (r < 0)
+		return r;
+
+	nr = resolve("socketpair");
+	if (nr < 0)
+		return nr;
+	return add_family_rules(p, "socketpair", nr, socketpair_other_families,
+				ARRAY_LEN(socketpair_other_families));
+}
+
+/* Every name the tables use, in one list, for check_names(). */
+static size_t collect_names(const char **names, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ARRAY_LEN(allow_syscalls) && n < max; i++)
+		names[n++] = allow_syscalls[i];
+	for (size_t i = 0; i < ARRAY_LEN(eperm_syscalls) && n < max; i++)
+		names[n++] = eperm_syscalls[i];
+	for (size_t i = 0; i < ARRAY_LEN(arg_rules) && n < max; i++)
+		names[n++] = arg_rules[i].syscall;
+	if (n + 2 <= max) {
+		names[n++] = "socket";
+		names[n++] = "socketpair";
+	}
+	return n;
+}
+
+/*
+ * Each call must be named once: libseccomp would quietly let an
+ * unconditional rule swallow the conditional ones for the same call.
+ * clone3 must not be named at all: it is refused by the default action.
+ */
+static int check_names(void)
+{
+	const char *
+	    names[ARRAY_LEN(allow_syscalls) + ARRAY_LEN(eperm_syscalls) + ARRAY_LEN(arg_rules) + 2];
+	size_t n = collect_names(names, ARRAY_LEN(names));
+
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(names[i], "clone3") == 0) {
+			fprintf(stderr, "seccomp-policy: clone3 must be left to the default\n");
+			return -EINVAL;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(names[i], names[j]) == 0) {
+				fprintf(stderr, "seccomp-policy: %s is named twice\n", names[i]);
+				return -EINVAL;
+			}
+	}
+	return 0;
 }
 
 static int policy_fill(struct policy *p)
 {
 	int r;
+
+	r = check_names();
+	if (r < 0)
+		return r;
 
 	/* Only x86_64: any other ABI, i386 int 0x80 and x32 included, kills. */
 	if (seccomp_arch_exist(p->ctx, SCMP_ARCH_X86_64) != 0) {
@@ -464,10 +539,7 @@ static int policy_fill(struct policy *p)
 	r = add_arg_rules(p);
 	if (r < 0)
 		return r;
-	r = add_socket_rules(p, "socket");
-	if (r < 0)
-		return r;
-	return add_socket_rules(p, "socketpair");
+	return add_socket_rules(p);
 }
 
 int seccomp_policy_new(scmp_filter_ctx *ret_ctx, unsigned *ret_rules)

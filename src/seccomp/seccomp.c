@@ -39,8 +39,8 @@ int seccomp_install(struct error *err)
 {
 	/* The kernel copies the program; it never writes through this. */
 	const struct sock_fprog prog = {
-		.len = FILTER_LEN,
-		.filter = (struct sock_filter *)seccomp_filter_prog,
+	    .len = FILTER_LEN,
+	    .filter = (struct sock_filter *)seccomp_filter_prog,
 	};
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
