@@ -3,6 +3,7 @@
  * reap, report, exit.
  *
  * Order matters, and each step is what it is for a reason:
+ *  0. a new net namespace, while the launcher maps our ids
  *  1. wait for the launcher's first go (ids mapped); EOF = it died
  *  2. become root of the new user namespace
  *  3. hostname, lo up, root file system, pivot_root     (rootfs.c)
@@ -168,6 +169,10 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		_exit(125);
 	if (dup3(ctx->status_fd, INIT_STATUS_FD, O_CLOEXEC) < 0)
 		_exit(125);
+	if (unshare(CLONE_NEWNET) < 0) {
+		error_set_errno(&err, errno, "new network namespace");
+		fail(INIT_STATUS_FD, &err);
+	}
 	if (read(ctx->sync_fd, &go, 1) != 1)
 		_exit(125); /* the launcher is gone */
 	umask(022);

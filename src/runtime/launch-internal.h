@@ -26,6 +26,7 @@ struct launch_ctx {
 	const char *mnt_dir;  /* empty host directory to build the root on */
 	int sync_fd;          /* read end: one byte once maps and cgroup are ready */
 	int status_fd;        /* write end: struct launch_msg records to the launcher */
+	int rootfs_fd;        /* --rootfs: a detached copy of the image, or -1 */
 	struct launch_volume volumes[SPEC_VOLUMES_MAX];
 	size_t nvolumes;
 };

@@ -34,8 +34,7 @@ static const char *const proc_masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/a
 /* Directories in /proc made read-only. */
 static const char *const proc_readonly[] = {"proc/sys", "proc/irq", "proc/bus", "proc/fs"};
 /* Host /etc entries a default sandbox reads: the loader cache and Debian's alternatives. */
-static const char *const etc_from_host[] = {"ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-					    "alternatives", "localtime"};
+static const char *const etc_from_host[] = {"ld.so.cache", "alternatives", "localtime"};
 
 static int set_attr(const char *path, uint64_t set, unsigned flags)
 {
@@ -148,14 +147,33 @@ static int populate_host(struct error *err)
 	return 0;
 }
 
-/* Every top-level entry of an image, read-only; the sandbox's own mounts are skipped. */
-static int populate_image(const char *image, struct error *err)
+static int attach_tree(int *tree_fd, const char *target, struct error *err)
+{
+	int r = mkdir_p(target, 0755);
+	if (r < 0)
+		return error_set_errno(err, -r, "create mount point /%s", target);
+	if (move_mount(*tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return error_set_errno(err, errno, "mount /%s", target);
+	CLOSE_FD(*tree_fd);
+	return 0;
+}
+
+/*
+ * Every top-level entry of an image, read-only; the sandbox's own mounts
+ * are skipped. The launcher opened the image (tree_fd); it is attached at
+ * a hidden staging directory while we copy its entries, then removed.
+ */
+#define IMAGE_STAGING ".agentbox-image"
+static int populate_image(int *tree_fd, struct error *err)
 {
 	static const char *const skip[] = {".", "..", "proc", "sys", "dev", "tmp"};
+	const char *image = IMAGE_STAGING;
+	int r = attach_tree(tree_fd, image, err);
+	if (r < 0)
+		return r;
 	DIR *d = opendir(image);
 	if (!d)
-		return error_set_errno(err, errno, "--rootfs %s", image);
-	int r = 0;
+		return error_set_errno(err, errno, "--rootfs: cannot list the image");
 	struct dirent *de;
 	while (r == 0 && (de = readdir(d))) {
 		bool skipped = false;
@@ -165,6 +183,8 @@ static int populate_image(const char *image, struct error *err)
 			r = mirror_entry(image, de->d_name, err);
 	}
 	closedir(d);
+	if (r == 0 && (umount2(image, MNT_DETACH) < 0 || rmdir(image) < 0))
+		r = error_set_errno(err, errno, "--rootfs: cannot remove the staging mount");
 	return r;
 }
 
@@ -204,17 +224,6 @@ static int make_data_trees(const char *mnt_dir, uint64_t disk, struct data_trees
 	return 0;
 }
 
-static int attach_tree(int *tree_fd, const char *target, struct error *err)
-{
-	int r = mkdir_p(target, 0755);
-	if (r < 0)
-		return error_set_errno(err, -r, "create mount point /%s", target);
-	if (move_mount(*tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		return error_set_errno(err, errno, "mount /%s", target);
-	CLOSE_FD(*tree_fd);
-	return 0;
-}
-
 static int setup_dev(int *shm_fd, struct error *err)
 {
 	if (mkdir("dev", 0755) < 0 ||
@@ -227,11 +236,9 @@ static int setup_dev(int *shm_fd, struct error *err)
 		int r = touch(dst);
 		if (r < 0)
 			return error_set_errno(err, -r, "create %s", dst);
+		/* the one place without nodev: these six nodes must work */
 		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 			return error_set_errno(err, errno, "bind %s", src);
-		/* the one place without nodev: these six nodes must work */
-		if ((r = set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0)) < 0)
-			return error_set_errno(err, -r, "restrict %s", dst);
 	}
 	if (mkdir("dev/pts", 0755) < 0 ||
 	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
@@ -250,8 +257,10 @@ static int setup_dev(int *shm_fd, struct error *err)
 	int r = attach_tree(shm_fd, "dev/shm", err);
 	if (r < 0)
 		return r;
-	if ((r = set_attr("dev", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)) < 0)
-		return error_set_errno(err, -r, "make /dev read-only");
+	/* nosuid, noexec for everything below /dev; read-only for /dev itself */
+	if ((r = set_attr("dev", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, AT_RECURSIVE)) < 0 ||
+	    (r = set_attr("dev", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, 0)) < 0)
+		return error_set_errno(err, -r, "restrict /dev");
 	return 0;
 }
 
@@ -299,7 +308,8 @@ int rootfs_setup(const struct launch_ctx *ctx, struct error *err)
 		r = error_set_errno(err, errno, "mount the root tmpfs");
 		goto out;
 	}
-	r = spec->rootfs ? populate_image(spec->rootfs, err) : populate_host(err);
+	int image_fd = ctx->rootfs_fd;
+	r = image_fd >= 0 ? populate_image(&image_fd, err) : populate_host(err);
 	if (r < 0)
 		goto out;
 	if ((r = attach_tree(&data.tmp, "tmp", err)) < 0 ||
