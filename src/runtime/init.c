@@ -132,12 +132,16 @@ static int exec_command(const char *const *argv, char **envp)
 	return saved;
 }
 
-static _Noreturn void run_command(const struct launch_ctx *ctx, const sigset_t *oldmask)
+/* The command starts clean: default dispositions, nothing blocked (the caller's
+ * mask and ignored signals are not its business). */
+static _Noreturn void run_command(const struct launch_ctx *ctx)
 {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	for (int sig = 1; sig < NSIG; sig++)
 		(void)sigaction(sig, &dfl, NULL);
-	sigprocmask(SIG_SETMASK, oldmask, NULL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (chdir(ctx->spec->workdir) < 0) {
 		send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXEC_FAILED, errno, ctx->spec->workdir);
 		_exit(126);
@@ -207,9 +211,9 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		fail(INIT_STATUS_FD, &err);
 	}
 
-	sigset_t all, old;
+	sigset_t all;
 	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);
+	sigprocmask(SIG_BLOCK, &all, NULL);
 	if (seccomp_install(&err) < 0)
 		fail(INIT_STATUS_FD, &err);
 
@@ -219,7 +223,7 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		fail(INIT_STATUS_FD, &err);
 	}
 	if (cmd == 0)
-		run_command(ctx, &old);
+		run_command(ctx);
 	int status = reap_until(cmd);
 	send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXIT, status, NULL);
 	_exit(0);

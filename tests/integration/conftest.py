@@ -8,6 +8,8 @@ import os
 import subprocess
 import pytest
 
+import helpers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("AGENTBOX_BUILD", os.path.join(ROOT, "build"))
 AGENTBOX = os.environ.get("AGENTBOX_BIN", os.path.join(BUILD, "src", "cli", "agentbox"))
@@ -41,3 +43,17 @@ def _require_root_and_binary():
         pytest.skip("the integration suite needs root (user namespaces with uid ranges, cgroups)")
     if not os.access(AGENTBOX, os.X_OK):
         pytest.fail(f"agentbox binary not found at {AGENTBOX}; build first")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_left_at_the_end(_require_root_and_binary):
+    """After the whole suite: no sandbox cgroup, mount or process remains."""
+    yield
+    import time
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = (helpers.sandbox_groups(), helpers.agentbox_mounts(), helpers.sandbox_pids())
+        if not any(left):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"agentbox left behind: groups={left[0]} mounts={left[1]} pids={left[2]}")

@@ -1,0 +1,66 @@
+"""What several integration tests need to look at the host from outside."""
+import os
+
+UID_BASE = 200000000  # UIDRANGE_BASE in src/runtime/uidrange.h
+
+
+def sandbox_pids():
+    """Host pids of processes running under any sandbox uid range."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) >= UID_BASE:
+                            pids.append(int(entry))
+                        break
+        except OSError:
+            continue
+    return pids
+
+
+def agentbox_group_dirs():
+    """Every agentbox/ parent cgroup directory on this host (v1 and v2)."""
+    found = []
+    for top, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if os.path.basename(top) == "agentbox":
+            found.append(top)
+            dirs[:] = []
+        elif top.count("/") > 8:
+            dirs[:] = []
+    return found
+
+
+def sandbox_groups():
+    """The sandbox cgroups (sb-N) that exist right now, as paths."""
+    return sorted(os.path.join(d, e) for d in agentbox_group_dirs()
+                  for e in os.listdir(d) if e.startswith("sb-"))
+
+
+def agentbox_mounts():
+    """Host mounts that agentbox could have left behind."""
+    with open("/proc/self/mountinfo") as f:
+        return [line for line in f if "/agentbox/" in line.split(" - ")[0]]
+
+
+def descendants(pid):
+    """Pids of all descendants of pid, from /proc/*/stat."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out

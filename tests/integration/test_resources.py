@@ -1,0 +1,85 @@
+"""Resource abuse inside a sandbox stops at its limits, never beyond."""
+import json
+import os
+import time
+
+from conftest import AGENTBOX, sandbox
+import helpers
+
+FORK_BOMB = r"""
+import os, time
+children = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        children += 1
+except OSError as e:
+    print("stopped", children, e.errno, flush=True)
+"""
+
+
+def test_fork_bomb_stops_at_pids_limit():
+    p = sandbox(["python3", "-c", FORK_BOMB], "--pids", "32", "--timeout", "20s")
+    assert p.returncode == 0, p.stderr
+    word, children, errno_ = p.stdout.split()
+    assert word == "stopped"
+    assert int(children) < 32
+    assert int(errno_) == 11  # EAGAIN from the pids controller
+    assert sandbox(["true"]).returncode == 0  # the host and others go on
+
+
+def test_disk_fills_with_enospc_at_limit():
+    p = sandbox(["sh", "-c", "dd if=/dev/zero of=/tmp/fill bs=1M count=64; echo dd=$?; "
+                             "du -m /tmp/fill"], "--disk", "16m")
+    assert "No space left on device" in p.stderr
+    assert "dd=1" in p.stdout
+    assert int(p.stdout.split()[-2]) <= 16
+
+
+def test_cpu_hog_is_held_to_its_quota(tmp_path):
+    hog = ("import time, resource\nt = time.time()\nwhile time.time() - t < 3: pass\n"
+           "r = resource.getrusage(resource.RUSAGE_SELF)\n"
+           "print((r.ru_utime + r.ru_stime) / (time.time() - t))")
+    result = tmp_path / "result.json"
+    p = sandbox(["python3", "-c", hog], "--cpus", "0.5", "--result", str(result))
+    assert p.returncode == 0, p.stderr
+    share = float(p.stdout)
+    assert share <= 0.55, f"used {share:.2f} CPU-seconds per second under --cpus 0.5"
+    assert share >= 0.3, f"only {share:.2f}: the quota should still allow about 0.5"
+    r = json.loads(result.read_text())
+    assert r["cpu_ms"] <= 0.6 * r["wall_ms"]
+
+
+def test_timeout_kills_with_124():
+    t = time.monotonic()
+    p = sandbox(["sleep", "100"], "--timeout", "1s")
+    took = time.monotonic() - t
+    assert p.returncode == 124
+    assert "agentbox: sandbox killed: timed out after 1s" in p.stderr
+    assert took < 1.5, f"took {took:.2f}s"
+
+
+def test_daemonized_process_is_gone_after_the_run():
+    p = sandbox(["sh", "-c", "setsid sleep 314159 > /dev/null 2>&1 < /dev/null & echo started"])
+    assert p.returncode == 0 and p.stdout.strip() == "started"
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    assert b"314159" not in f.read(), f"daemonized sleep survives as pid {pid}"
+            except OSError:
+                pass
+
+
+def test_memory_limit_reports_oom_in_result(tmp_path):
+    result = tmp_path / "r.json"
+    p = sandbox(["python3", "-c", "x = bytearray(b'x') * (200 << 20)"],
+                "--memory", "64m", "--result", str(result))
+    assert p.returncode == 137
+    assert "out of memory (limit 64 MiB)" in p.stderr
+    r = json.loads(result.read_text())
+    assert r["oom_killed"] is True and r["signal"] == 9 and r["exit_code"] is None
+    assert r["end"] == "oom_killed"
+    assert 0 < r["peak_memory_bytes"] <= 64 << 20
