@@ -68,8 +68,9 @@ int spec_add_volume(struct spec *spec, char *arg, struct error *err)
 }
 
 /*
- * A sandbox path: absolute, bounded, no "." or ".." components, no empty
- * components, not "/" itself.
+ * A sandbox path in its one canonical spelling: absolute, bounded, no
+ * ".", ".." or empty components (so no "//" and no trailing "/"), not "/"
+ * itself. Only then can reserved prefixes be compared as strings.
  */
 static int check_sandbox_path(const char *what, const char *p, struct error *err)
 {
@@ -81,9 +82,10 @@ static int check_sandbox_path(const char *what, const char *p, struct error *err
 	if (strcmp(p, "/") == 0)
 		return error_set(err, EINVAL, "%s: '/' cannot be used", what);
 	for (const char *c = p; *c;) {
-		while (*c == '/')
-			c++;
+		c++; /* the '/' before this component */
 		size_t len = strcspn(c, "/");
+		if (len == 0)
+			return error_set(err, EINVAL, "%s: '%s' has an empty component", what, p);
 		if ((len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
 			return error_set(err, EINVAL, "%s: '%s' contains '.' or '..'", what, p);
 		c += len;
