@@ -98,11 +98,9 @@ int landlock_apply(const char *const *writable, size_t n, struct error *err)
 
 	/* Device nodes: use them, never create anything in /dev. */
 	uint64_t dev = LL_FS_WRITE_FILE | (handled & (LL_FS_TRUNCATE | LL_FS_IOCTL_DEV));
-	/* /proc: writes go through its own permission checks (oom_score_adj, ...). */
-	uint64_t proc = LL_FS_WRITE_FILE;
+	/* Nothing under /proc is writable: /proc/<pid>/mem would equal ptrace. */
 	int r;
-	if ((r = add_rule(ruleset, "/", LL_FS_READ)) < 0 ||
-	    (r = add_rule(ruleset, "/dev", dev)) < 0 || (r = add_rule(ruleset, "/proc", proc)) < 0)
+	if ((r = add_rule(ruleset, "/", LL_FS_READ)) < 0 || (r = add_rule(ruleset, "/dev", dev)) < 0)
 		return error_set_errno(err, -r, "landlock: base rules");
 	for (size_t i = 0; i < n; i++)
 		if ((r = add_rule(ruleset, writable[i], handled)) < 0)

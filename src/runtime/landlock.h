@@ -5,7 +5,10 @@
  * in it, but write, create, remove and rename only beneath the writable
  * paths it is given (/tmp, /dev/shm, the workdir, rw volumes). Device
  * nodes in /dev may be written and take ioctls, nothing may be created
- * there. Where the kernel has Landlock ABI 6, abstract unix sockets and
+ * there. Nothing under /proc is writable (/proc/<pid>/mem is ptrace by
+ * another name). A side effect: POSIX message queues cannot be created,
+ * since Landlock sees the kernel's internal mqueue mount as outside every
+ * rule; System V IPC is unaffected. Where the kernel has Landlock ABI 6, abstract unix sockets and
  * signals are scoped to the sandbox too.
  *
  * Landlock is one layer of several: on a kernel without it,

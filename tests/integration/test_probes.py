@@ -5,7 +5,6 @@ Run as root:  AGENTBOX_BUILD=<builddir> python3 -m pytest tests/integration
 """
 import json
 import os
-import signal
 import subprocess
 import threading
 import time
