@@ -108,5 +108,5 @@ def test_another_sandbox_is_invisible():
         assert not any("sleep" in c for c in seen["cmds"]), seen["cmds"]
         assert len(seen["cmds"]) <= 3, seen["cmds"]  # our init, python, and nothing else
     finally:
-        a.kill()
-        a.wait(timeout=10)
+        a.terminate()  # SIGTERM: agentbox kills its sandbox and cleans up
+        assert a.wait(timeout=10) == 143
