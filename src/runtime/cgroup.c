@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #define AGENTBOX_GROUP "agentbox"
+/* The leaf a launcher steps into when it must empty its own group (v2). */
+#define AGENTBOX_LAUNCHER_GROUP "agentbox.launcher"
 /* How long cgroup_destroy() waits for dying tasks before giving up. */
 #define DESTROY_WAIT_MS 5000
 
@@ -113,8 +115,9 @@ static int own_path(const struct proc_tables *t, const char *controller, char *b
 		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (!c2)
 			continue;
+		*c1 = '\0';
 		*c2 = '\0';
-		const char *ctrls = c1 + 1;
+		const char *ctrls = c1 + 1; /* "id:controllers:path" */
 		bool match = controller[0] ? has_token(ctrls, controller)
 					   : (strcmp(line, "0") == 0 && ctrls[0] == '\0');
 		if (match) {
@@ -273,30 +276,87 @@ static bool v2_has_controllers(const char *mountpoint)
 	       has_token_space(buf, "cpu");
 }
 
+/* Are we the only process in the group at dirfd? */
+static bool is_sole_process(int dirfd)
+{
+	char buf[256], self[32];
+	if (read_file_at(dirfd, "cgroup.procs", buf, sizeof(buf)) < 0)
+		return false;
+	snprintf(self, sizeof(self), "%d\n", (int)getpid());
+	return strcmp(buf, self) == 0;
+}
+
+/*
+ * Make the group at dir pass memory, pids and cpu down to its children.
+ * v2 forbids that while processes live in it (except at the root). If we
+ * are its only process, we step into a leaf of it first, as a delegated
+ * systemd service must.
+ */
+static int delegate_below(const char *dir)
+{
+	_cleanup_close_ int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct cgroup_root plain = {.fake_files = false};
+	int r = enable_controllers(&plain, fd);
+	if (r != -EBUSY || !is_sole_process(fd))
+		return r;
+	if (mkdirat(fd, AGENTBOX_LAUNCHER_GROUP, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	_cleanup_close_ int leaf = openat(fd, AGENTBOX_LAUNCHER_GROUP, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char pid[32];
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	if (leaf < 0 || (r = write_file_at(leaf, "cgroup.procs", pid)) < 0)
+		return leaf < 0 ? -errno : r;
+	return enable_controllers(&plain, fd);
+}
+
+static int open_v2_below(const char *dir, struct cgroup_root **ret, struct error *err)
+{
+	char path[CGROUP_PATH_MAX + 128];
+	int r = delegate_below(dir);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/%s", dir, AGENTBOX_GROUP);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return cgroup_root_open_v2_at(path, false, ret, err);
+}
+
+/*
+ * Where sandbox groups live on v2: the first of
+ *  1. $AGENTBOX_CGROUP_ROOT/agentbox, below a group the caller delegated;
+ *  2. <our own group>/agentbox, when our group can pass controllers down
+ *     (the root, or a group of ours alone, such as a Delegate=yes service);
+ *  3. <the top of the hierarchy>/agentbox, as container engines do when
+ *     they manage cgroups themselves.
+ */
 static int root_open_v2(const struct proc_tables *t, struct cgroup_root **ret, struct error *err)
 {
 	struct mount_cgroup m;
-	char own[CGROUP_PATH_MAX], base[CGROUP_PATH_MAX + 64], path[CGROUP_PATH_MAX + 128];
+	char own[CGROUP_PATH_MAX], base[CGROUP_PATH_MAX + 64];
+	const char *forced = getenv("AGENTBOX_CGROUP_ROOT");
+	if (forced && forced[0] == '/') {
+		int r = open_v2_below(forced, ret, err);
+		if (r < 0 && !error_is_set(err))
+			error_set_errno(err, -r, "cgroup v2: cannot use AGENTBOX_CGROUP_ROOT=%s", forced);
+		return r;
+	}
 	if (find_mount(t, "cgroup2", NULL, &m) < 0 || own_path(t, "", own, sizeof(own)) < 0)
 		return error_set(err, ENOTSUP, "cgroup v2: not mounted");
 	join_group_path(&m, own, "", base, sizeof(base));
-	_cleanup_close_ int basefd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (basefd < 0)
-		return error_set_errno(err, errno, "cgroup v2: cannot open %s", base);
-	/* Our own group must pass the controllers down to agentbox's group. */
-	struct cgroup_root probe = {.fake_files = false};
-	int r = enable_controllers(&probe, basefd);
-	if (r < 0 && r != -EBUSY)
-		return error_set_errno(err, -r, "cgroup v2: cannot enable controllers in %s", base);
-	snprintf(path, sizeof(path), "%s/%s", base, AGENTBOX_GROUP);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return error_set_errno(err, errno, "cgroup v2: cannot create %s", path);
-	if (r == -EBUSY)
-		return error_set(err, EBUSY,
-				 "cgroup v2: %s holds processes, so controllers cannot be "
-				 "delegated below it; start agentbox in a delegated cgroup",
-				 base);
-	return cgroup_root_open_v2_at(path, false, ret, err);
+	int r = open_v2_below(base, ret, err);
+	if (r == 0 || error_is_set(err) || strcmp(base, m.mountpoint) == 0)
+		goto out;
+	r = open_v2_below(m.mountpoint, ret, err);
+out:
+	if (r < 0 && !error_is_set(err))
+		error_set_errno(err, -r,
+				"cgroup v2: cannot delegate memory, pids and cpu below %s%s%s; "
+				"set AGENTBOX_CGROUP_ROOT to a delegated group",
+				base, strcmp(base, m.mountpoint) ? " or " : "",
+				strcmp(base, m.mountpoint) ? m.mountpoint : "");
+	return r;
 }
 
 int cgroup_root_open(struct cgroup_root **ret, struct error *err)

@@ -3,7 +3,10 @@
  *
  * agentbox never changes the host's cgroup mounts. It creates its groups
  * under the cgroup the calling process lives in:
- *   v2: <mount>/<own path>/agentbox/<name>          (one tree)
+ *   v2: <own path>/agentbox/<name> when our group can delegate (it is the
+ *       root, or we are its only process: we step into the leaf
+ *       <own path>/agentbox.launcher first, as a Delegate=yes service
+ *       must); else <top>/agentbox/<name>; $AGENTBOX_CGROUP_ROOT overrides
  *   v1: <controller mount>/<own path>/agentbox/<name> for each of the
  *       memory, pids, cpu and freezer hierarchies
  * v2 is tried first; v1 is used when the v2 tree has none of the needed
