@@ -9,7 +9,7 @@
 
 #include "runtime/cgroup.h"
 
-#define CGROUP_V1_NCTRL 4 /* memory, pids, cpu, freezer */
+#define CGROUP_V1_NCTRL CGROUP_HIERARCHIES_MAX /* memory, pids, cpu, freezer */
 #define CGROUP_NAME_MAX 64
 #define CGROUP_PATH_MAX 4096
 

@@ -507,6 +507,40 @@ int cgroup_attach(struct cgroup *cg, pid_t pid, struct error *err)
 	return 0;
 }
 
+int cgroup_join_prepare(struct cgroup *cg, struct cgroup_join *j)
+{
+	*j = (struct cgroup_join){.n = 0};
+	if (cg->root->version == CGROUP_V2)
+		return 0;
+	for (int i = 0; i < cg->root->nfds; i++) {
+		int fd = openat(cg->fds[i], "tasks", O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
+			int r = -errno;
+			cgroup_join_release(j);
+			return r;
+		}
+		j->fds[j->n++] = fd;
+	}
+	return 0;
+}
+
+int cgroup_join_self(struct cgroup_join *j)
+{
+	int r = 0;
+	for (int i = 0; i < j->n; i++)
+		if (r == 0 && write(j->fds[i], "0", 1) != 1)
+			r = -errno;
+	cgroup_join_release(j);
+	return r;
+}
+
+void cgroup_join_release(struct cgroup_join *j)
+{
+	for (int i = 0; i < j->n; i++)
+		close(j->fds[i]);
+	j->n = 0;
+}
+
 int cgroup_clone_fd(const struct cgroup *cg)
 {
 	return cg->root->version == CGROUP_V2 ? cg->fds[0] : -1;

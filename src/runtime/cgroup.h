@@ -47,6 +47,21 @@ struct cgroup_stats {
 struct cgroup_root;
 struct cgroup;
 
+#define CGROUP_HIERARCHIES_MAX 4 /* v1: memory, pids, cpu, freezer; v2: one */
+
+/*
+ * v1: the group's "tasks" files, opened for writing by the launcher, so a
+ * freshly cloned child can move itself in with cgroup_join_self(). A
+ * thread writing "0" to "tasks" moves only itself and skips the global
+ * lock that makes a write to cgroup.procs wait for an RCU grace period
+ * (milliseconds on an idle machine). On v2, clone3(CLONE_INTO_CGROUP)
+ * does the job and n is 0.
+ */
+struct cgroup_join {
+	int fds[CGROUP_HIERARCHIES_MAX];
+	int n;
+};
+
 /*
  * Find the hierarchy to use (AGENTBOX_CGROUP=v1|v2 forces one) and make
  * sure agentbox's parent group exists with the controllers enabled.
@@ -86,6 +101,15 @@ int cgroup_open(struct cgroup_root *root, const char *name, struct cgroup **ret)
 
 /* Move pid into the group (all hierarchies on v1). */
 int cgroup_attach(struct cgroup *cg, pid_t pid, struct error *err);
+
+/* Fill j for cgroup_join_self(); every fd is O_CLOEXEC. 0 or -errno. */
+int cgroup_join_prepare(struct cgroup *cg, struct cgroup_join *j);
+
+/* In a single-threaded child: move ourselves into the group. Closes j's fds. */
+int cgroup_join_self(struct cgroup_join *j);
+
+/* Close j's fds (in the launcher, once the child has them). */
+void cgroup_join_release(struct cgroup_join *j);
 
 /* v2: the group's directory fd, for clone3(CLONE_INTO_CGROUP); v1: -1. */
 int cgroup_clone_fd(const struct cgroup *cg);

@@ -3,12 +3,12 @@
  * reap, report, exit.
  *
  * Order matters, and each step is what it is for a reason:
- *  0. a new net namespace, while the launcher maps our ids
- *  1. wait for the launcher's first go (ids mapped); EOF = it died
+ *  0. join our cgroup (v1; on v2 clone3 put us there), a new cgroup
+ *     namespace rooted at it, a new net namespace: all while the
+ *     launcher maps our ids
+ *  1. wait for the launcher's go (ids mapped); EOF = it died
  *  2. become root of the new user namespace
  *  3. hostname, lo up, root file system, pivot_root     (rootfs.c)
- *     (meanwhile the launcher creates and joins our cgroup, on cgroup v1)
- *  3b. wait for the second go (in our cgroup); a new cgroup namespace
  *  4. rlimits while hard limits may still be set          (privs.c)
  *  5. Landlock, then drop to uid 1000 with no capabilities (landlock.c, privs.c)
  *  6. parent-death signal and non-dumpable again (credential changes
@@ -173,23 +173,21 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		_exit(125);
 	if (dup3(ctx->status_fd, INIT_STATUS_FD, O_CLOEXEC) < 0)
 		_exit(125);
-	if (unshare(CLONE_NEWNET) < 0) {
-		error_set_errno(&err, errno, "new network namespace");
+	int r = cgroup_join_self(&ctx->join);
+	if (r < 0) {
+		error_set_errno(&err, -r, "join the sandbox's cgroup");
+		fail(INIT_STATUS_FD, &err);
+	}
+	if (unshare(CLONE_NEWCGROUP | CLONE_NEWNET) < 0) {
+		error_set_errno(&err, errno, "new cgroup and network namespaces");
 		fail(INIT_STATUS_FD, &err);
 	}
 	if (read(ctx->sync_fd, &go, 1) != 1)
 		_exit(125); /* the launcher is gone */
 	umask(022);
 
-	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &err) < 0)
-		fail(INIT_STATUS_FD, &err);
-	if (read(ctx->sync_fd, &go, 1) != 1)
-		_exit(125);
-	if (unshare(CLONE_NEWCGROUP) < 0) {
-		error_set_errno(&err, errno, "new cgroup namespace");
-		fail(INIT_STATUS_FD, &err);
-	}
-	if (privs_set_rlimits(ctx->spec, &err) < 0 || restrict_files(ctx, &err) < 0 ||
+	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &err) < 0 ||
+	    privs_set_rlimits(ctx->spec, &err) < 0 || restrict_files(ctx, &err) < 0 ||
 	    privs_drop(SANDBOX_UID, SANDBOX_GID, &err) < 0)
 		fail(INIT_STATUS_FD, &err);
 

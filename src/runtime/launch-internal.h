@@ -9,6 +9,7 @@
 #define AGENTBOX_RUNTIME_LAUNCH_INTERNAL_H
 
 #include "base/error.h"
+#include "runtime/cgroup.h"
 #include "runtime/spec.h"
 
 #include <stdint.h>
@@ -24,7 +25,8 @@ struct launch_ctx {
 	const struct spec *spec;
 	char **envp;          /* the sandbox's environment */
 	const char *mnt_dir;  /* empty host directory to build the root on */
-	int sync_fd;          /* read end: one byte once maps and cgroup are ready */
+	int sync_fd;          /* our end of the go socket: one byte once ids are mapped */
+	struct cgroup_join join; /* v1: how init moves itself into its cgroup */
 	int status_fd;        /* write end: struct launch_msg records to the launcher */
 	int rootfs_fd;        /* --rootfs: a detached copy of the image, or -1 */
 	struct launch_volume volumes[SPEC_VOLUMES_MAX];

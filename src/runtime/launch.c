@@ -199,8 +199,10 @@ static int move_fd_high(int *fd)
 	return 0;
 }
 
+/* Close what only the child needed. */
 static void close_volumes(struct launch_ctx *ctx)
 {
+	cgroup_join_release(&ctx->join);
 	CLOSE_FD(ctx->rootfs_fd);
 	for (size_t i = 0; i < ctx->nvolumes; i++)
 		CLOSE_FD(ctx->volumes[i].tree_fd);
@@ -309,7 +311,7 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 {
 	char mnt[4096];
 	const char *run_dir = sandbox_run_dir();
-	struct launch_ctx ctx = {.spec = spec, .mnt_dir = mnt, .rootfs_fd = -1};
+	struct launch_ctx ctx = {.spec = spec, .mnt_dir = mnt, .rootfs_fd = -1, .join = {.n = 0}};
 	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
 	int r;
 
@@ -331,10 +333,13 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		goto fail;
 	(void)gc_with_root(sb->cgroot, NULL);
 	snprintf(sb->name, sizeof(sb->name), "sb-%u", sb->ids.slot);
-	/* v2 clones straight into the group; v1 must move init in afterwards. */
-	bool into_cgroup = cgroup_root_version(sb->cgroot) == CGROUP_V2;
-	if (into_cgroup && (r = create_cgroup(sb, spec, err)) < 0)
+	/* v2: clone3 puts init straight into the group; v1: init joins it itself. */
+	if ((r = create_cgroup(sb, spec, err)) < 0)
 		goto fail;
+	if ((r = cgroup_join_prepare(sb->cg, &ctx.join)) < 0) {
+		error_set_errno(err, -r, "cgroup: cannot open %s for joining", sb->name);
+		goto fail;
+	}
 	/* Host paths are opened here, as root: init may not traverse them. */
 	if (spec->rootfs) {
 		ctx.rootfs_fd = open_tree(AT_FDCWD, spec->rootfs,
@@ -377,15 +382,7 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		error_set_errno(err, -r, "cannot map the sandbox's user ids");
 		goto fail_started;
 	}
-	/*
-	 * Go 1: init builds its root while we create and join its cgroup (v1).
-	 * Go 2: init is in its cgroup and may start the command. If init has
-	 * died already, the sends fail and sandbox_wait() reports why it died.
-	 */
-	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
-	if (!into_cgroup && ((r = create_cgroup(sb, spec, err)) < 0 ||
-			     (r = cgroup_attach(sb->cg, sb->pid, err)) < 0))
-		goto fail_started;
+	/* Go. If init has died already, sandbox_wait() reports why. */
 	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
 	*ret = sb;
 	return 0;
