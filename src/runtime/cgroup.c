@@ -191,12 +191,10 @@ static int root_open_v1(const struct proc_tables *t, struct cgroup_root **ret, s
 					 "cgroup v1: the %s controller is not mounted", c);
 		}
 		join_group_path(&m, own, AGENTBOX_GROUP, path, sizeof(path));
-		if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-			r = -errno;
-			cgroup_root_free(root);
-			return error_set_errno(err, -r, "cgroup v1: cannot create %s", path);
-		}
-		if ((r = open_dir(path, &root->fds[i])) < 0) {
+		r = open_dir(path, &root->fds[i]);
+		if (r == -ENOENT && (mkdir(path, 0755) == 0 || errno == EEXIST))
+			r = open_dir(path, &root->fds[i]);
+		if (r < 0) {
 			cgroup_root_free(root);
 			return error_set_errno(err, -r, "cgroup v1: cannot open %s", path);
 		}

@@ -270,25 +270,25 @@ static int setup_proc(struct error *err)
 	if (mkdir("proc", 0555) < 0 ||
 	    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return error_set_errno(err, errno, "mount /proc");
-	for (size_t i = 0; i < ELEMENTSOF(proc_masked_files); i++) {
-		if (access(proc_masked_files[i], F_OK) < 0)
-			continue;
-		if (mount("dev/null", proc_masked_files[i], NULL, MS_BIND, NULL) < 0)
+	/* What this kernel lacks needs no mask: ENOENT is fine, anything else is not. */
+	for (size_t i = 0; i < ELEMENTSOF(proc_masked_files); i++)
+		if (mount("dev/null", proc_masked_files[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
 			return error_set_errno(err, errno, "mask /%s", proc_masked_files[i]);
-	}
-	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++) {
-		if (access(proc_masked_dirs[i], F_OK) < 0)
-			continue;
+	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++)
 		if (mount("tmpfs", proc_masked_dirs[i], "tmpfs",
-			  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555") < 0)
+			  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555") < 0 &&
+		    errno != ENOENT)
 			return error_set_errno(err, errno, "mask /%s", proc_masked_dirs[i]);
-	}
 	for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++) {
-		if (access(proc_readonly[i], F_OK) < 0)
-			continue;
-		int r = bind_ro(proc_readonly[i], proc_readonly[i], err);
+		if (mount(proc_readonly[i], proc_readonly[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return error_set_errno(err, errno, "bind /%s", proc_readonly[i]);
+		}
+		int r = set_attr(proc_readonly[i], MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+				 AT_RECURSIVE);
 		if (r < 0)
-			return r;
+			return error_set_errno(err, -r, "make /%s read-only", proc_readonly[i]);
 	}
 	return 0;
 }
