@@ -17,8 +17,12 @@
  * A status change is stored in the same transaction as the status event
  * that records it, and only along task_transition_is_allowed().
  *
- * Errors: 0 or -errno; -ENOENT for an unknown task; err says why.
- * Not thread-safe: one struct store per thread.
+ * Errors: 0 or -errno; -ENOENT for an unknown task; err says why. A
+ * failed commit has rolled back. Limits: the merged progress of a task is
+ * at most STORE_PROGRESS_MAX bytes (-E2BIG), JSON nests at most
+ * STORE_JSON_DEPTH_MAX deep.
+ * Not thread-safe: one struct store per thread. The database holds task
+ * specs (their env may hold secrets): keep it in a 0700 directory.
  */
 #ifndef AGENTBOX_STORE_STORE_H
 #define AGENTBOX_STORE_STORE_H
@@ -30,6 +34,11 @@
 #include <stdint.h>
 
 struct store;
+
+/* The merged progress of one task may not grow past this (-E2BIG). */
+#define STORE_PROGRESS_MAX (1024 * 1024)
+/* Nesting a progress event's JSON may have. */
+#define STORE_JSON_DEPTH_MAX 256
 
 /* Open (creating if needed) a SQLite store at path and migrate its schema. */
 int store_open_sqlite(const char *path, struct store **ret, struct error *err);
@@ -57,15 +66,17 @@ int store_task_get(struct store *st, const char *id, struct task *ret, struct er
 
 struct task_filter {
 	uint32_t statuses; /* TASK_STATUS_BIT()s; 0 = all */
-	const char *after_id; /* page after this id (ids sort by creation); NULL = first page */
+	const char *after_id; /* page after this task, in creation order; NULL = first page;
+			       * -ENOENT if there is no such task */
 	size_t limit;       /* most tasks to return; 1..STORE_LIST_MAX */
 };
 #define STORE_LIST_MAX 1000
 
 /*
  * Call fn for each matching task, oldest first. The task passed to fn is
- * valid only during the call. fn returns 0 to go on, or a negative errno
- * to stop with it.
+ * valid only during the call. fn returns 0 (or more) to go on, or a
+ * negative errno to stop with it. Rows are read before fn is called, so
+ * fn may call the store.
  */
 int store_task_list(struct store *st, const struct task_filter *f,
 		    int (*fn)(const struct task *t, void *data), void *data, struct error *err);
@@ -91,8 +102,9 @@ int store_task_end_attempt(struct store *st, const char *id, uint32_t attempt,
 /*
  * Cancel: a queued task becomes cancelled at once (and *ret_status says
  * so); a running one gets cancel_requested, for the scheduler to kill it
- * and end the attempt as cancelled. A final task is left alone and
- * -EALREADY returned.
+ * and end the attempt as cancelled (asking twice is fine). A requested
+ * cancel wins over a retry: that attempt's task ends cancelled whatever
+ * its end. A final task is left alone and -EALREADY returned.
  */
 int store_task_cancel(struct store *st, const char *id, int64_t now, enum task_status *ret_status,
 		      struct error *err);

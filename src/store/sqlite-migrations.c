@@ -1,0 +1,141 @@
+/*
+ * sqlite-migrations.c - the schema of the SQLite store, as numbered steps.
+ *
+ * Each step runs in its own transaction and ends by setting PRAGMA
+ * user_version to its number, so a database is always exactly at one
+ * step. Steps are append-only: never edit one that has shipped, add the
+ * next. A database at a higher version than the last step here is refused.
+ *
+ * Layout:
+ *   tasks       one row per task, the fields that change. pk (the rowid)
+ *               is the insertion order that breaks created_at ties, and
+ *               next_seq the seq its next event takes (gapless per task).
+ *   task_specs  the spec, apart: it never changes, so the frequent row
+ *               updates of progress do not rewrite it.
+ *   events      progress and status events, keyed (task_pk, seq).
+ * Statuses are stored by name, so reordering the C enum cannot change
+ * what a stored row means.
+ */
+#include "store/store-internal.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+
+#define STATUS_NAMES                                                                               \
+	"'queued', 'running', 'succeeded', 'failed', 'oom_killed', 'timed_out', 'cancelled', "     \
+	"'lost'"
+
+/* clang-format off */
+const struct sqlite_migration sqlite_migrations[] = {
+	{1, "tasks, specs and events",
+	 "PRAGMA application_id = 1633841016;\n" /* SQLITE_STORE_APPLICATION_ID, "abox" */
+	 "CREATE TABLE tasks (\n"
+	 "	pk               INTEGER PRIMARY KEY,\n"
+	 "	id               TEXT    NOT NULL UNIQUE,\n"
+	 "	status           TEXT    NOT NULL CHECK (status IN (" STATUS_NAMES ")),\n"
+	 "	attempt          INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),\n"
+	 "	max_attempts     INTEGER NOT NULL CHECK (max_attempts >= 1),\n"
+	 "	retry_on         INTEGER NOT NULL DEFAULT 0,\n"
+	 "	cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),\n"
+	 "	exit_code        INTEGER NOT NULL DEFAULT -1,\n"
+	 "	created_at       INTEGER NOT NULL,\n"
+	 "	started_at       INTEGER NOT NULL DEFAULT 0,\n"
+	 "	finished_at      INTEGER NOT NULL DEFAULT 0,\n"
+	 "	error            TEXT,\n"
+	 "	next_seq         INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1),\n"
+	 "	progress_json    TEXT    NOT NULL DEFAULT '{}'\n"
+	 ");\n"
+	 /* list in creation order; the rowid pk is every index's last column */
+	 "CREATE INDEX tasks_by_created ON tasks (created_at);\n"
+	 /* list by status in creation order, and claim the oldest queued */
+	 "CREATE INDEX tasks_by_status ON tasks (status, created_at);\n"
+	 "CREATE TABLE task_specs (\n"
+	 "	task_pk   INTEGER PRIMARY KEY REFERENCES tasks (pk) ON DELETE CASCADE,\n"
+	 "	spec_json TEXT NOT NULL\n"
+	 ");\n"
+	 /* events by (task, seq): the primary key is the table's only b-tree */
+	 "CREATE TABLE events (\n"
+	 "	task_pk   INTEGER NOT NULL REFERENCES tasks (pk) ON DELETE CASCADE,\n"
+	 "	seq       INTEGER NOT NULL CHECK (seq >= 1),\n"
+	 "	attempt   INTEGER NOT NULL CHECK (attempt >= 0),\n"
+	 "	type      TEXT    NOT NULL CHECK (type IN ('progress', 'status')),\n"
+	 "	time      INTEGER NOT NULL,\n"
+	 "	data_json TEXT    NOT NULL,\n"
+	 "	PRIMARY KEY (task_pk, seq)\n"
+	 ") WITHOUT ROWID;\n"},
+};
+/* clang-format on */
+
+const size_t sqlite_migrations_count = sizeof(sqlite_migrations) / sizeof(sqlite_migrations[0]);
+
+_Static_assert(SQLITE_STORE_APPLICATION_ID == 1633841016, "migration 1 sets this application_id");
+
+/* ---- applying them ----------------------------------------------------- */
+
+static int pragma_int(sqlite3 *db, const char *sql, int *ret, struct error *err)
+{
+	sqlite3_stmt *q = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &q, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(q);
+		if (rc == SQLITE_ROW) {
+			*ret = sqlite3_column_int(q, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(q);
+	return rc == SQLITE_OK ? 0 : sqlite_error(db, rc, err, sql);
+}
+
+int sqlite_exec(sqlite3 *db, const char *sql, const char *what, struct error *err)
+{
+	int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : sqlite_error(db, rc, err, what);
+}
+
+int sqlite_migrate(sqlite3 *db, const struct sqlite_migration *m, size_t n, struct error *err)
+{
+	int app = 0, version = 0;
+	int r = pragma_int(db, "PRAGMA application_id", &app, err);
+	if (r == 0)
+		r = pragma_int(db, "PRAGMA user_version", &version, err);
+	if (r < 0)
+		return r;
+	if (app != SQLITE_STORE_APPLICATION_ID && (app != 0 || version != 0))
+		return error_set(err, EINVAL, "store: not an agentbox store (application_id %d)",
+				 app);
+	if (version > (int)n)
+		return error_set(err, ENOTSUP,
+				 "store: schema version %d is newer than this agentbox knows "
+				 "(%zu); upgrade agentbox",
+				 version, n);
+	for (size_t i = (size_t)version; i < n; i++) {
+		if (m[i].version != (int)i + 1)
+			return error_set(err, EINVAL, "store: migration %zu is numbered %d", i + 1,
+					 m[i].version);
+		struct error e = {0};
+		r = sqlite_exec(db, "BEGIN IMMEDIATE", "beginning", &e);
+		/* another process may have migrated while we waited for the lock */
+		if (r == 0)
+			r = pragma_int(db, "PRAGMA user_version", &version, &e);
+		if (r == 0 && version <= (int)i) {
+			char set[64];
+			snprintf(set, sizeof(set), "PRAGMA user_version = %d", m[i].version);
+			r = sqlite_exec(db, m[i].sql, "running", &e);
+			if (r == 0)
+				r = sqlite_exec(db, set, "recording the version", &e);
+		}
+		if (r == 0)
+			r = sqlite_exec(db, "COMMIT", "committing", &e);
+		if (r < 0) {
+			if (!sqlite3_get_autocommit(db))
+				sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+			char context[128];
+			snprintf(context, sizeof(context), "migration %d (%s)", m[i].version,
+				 m[i].name);
+			return sqlite_reword(err, &e, context);
+		}
+	}
+	return 0;
+}

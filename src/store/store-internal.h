@@ -1,0 +1,140 @@
+/*
+ * store-internal.h - what store.c shares with the backends.
+ *
+ * store.c owns the contract: argument checks, fencing, the lifecycle
+ * table, status events, progress merging and transaction nesting. A
+ * backend only persists rows, through the small ops table below, so a
+ * second backend (PostgreSQL) cannot drift from the rules of the first.
+ *
+ * Every write of store.c runs as: begin, lock the task's row, decide in C,
+ * write the row and its events, commit. Inside a caller's transaction
+ * (store_tx_begin()) "begin" and "commit" are a savepoint and its release,
+ * so one failing call undoes only itself and the caller's group goes on.
+ */
+#ifndef AGENTBOX_STORE_STORE_INTERNAL_H
+#define AGENTBOX_STORE_STORE_INTERNAL_H
+
+#include "store/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How long a backend waits for another writer before -EBUSY. */
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/*
+ * A task's row as a writer holds it inside a transaction: every field of
+ * struct task but spec_json (which never changes, and stays NULL here),
+ * plus what only the store sees.
+ */
+struct store_row {
+	int64_t key;	  /* the backend's handle of the row */
+	int64_t next_seq; /* seq of the task's next event */
+	struct task t;	  /* t.spec_json is NULL; t.progress_json, t.error owned */
+};
+
+struct store_ops {
+	struct store *(*close)(struct store *st);
+	int (*schema_version)(struct store *st);
+
+	/* A transaction, or with nested a savepoint inside the open one. */
+	int (*begin)(struct store *st, bool nested, struct error *err);
+	/* Commit or release. A failed outer commit has rolled back. */
+	int (*commit)(struct store *st, bool nested, struct error *err);
+	void (*rollback)(struct store *st, bool nested);
+
+	/* Insert a queued task from t's id, limits, created_at, spec; -EEXIST. */
+	int (*insert)(struct store *st, const struct task *t, struct error *err);
+	/* Read one task with its spec; -ENOENT. */
+	int (*get)(struct store *st, const char *id, struct task *ret, struct error *err);
+	/* Up to f->limit matching tasks, oldest first, as an owned array. */
+	int (*list)(struct store *st, const struct task_filter *f, struct task **ret, size_t *ret_n,
+		    struct error *err);
+
+	/* Lock a task's row for update (inside begin); -ENOENT. */
+	int (*lock)(struct store *st, const char *id, struct store_row *ret, struct error *err);
+	/* Lock the oldest queued task's row, first in first out; -ENOENT. */
+	int (*lock_oldest_queued)(struct store *st, struct store_row *ret, struct error *err);
+	/* Write back a locked row's mutable fields, next_seq included. */
+	int (*update)(struct store *st, const struct store_row *row, struct error *err);
+	/* Add an event with seq row->next_seq, then advance row->next_seq. */
+	int (*event_add)(struct store *st, struct store_row *row, enum task_event_type type,
+			 uint32_t attempt, int64_t time, const char *data_json, struct error *err);
+	/* Events of task id with seq > after_seq, in order, as an owned array. */
+	int (*events)(struct store *st, const char *id, int64_t after_seq, size_t limit,
+		      struct task_event **ret, size_t *ret_n, struct error *err);
+};
+
+/* Every backend's struct starts with this. */
+struct store {
+	const struct store_ops *ops;
+	bool in_tx; /* between store_tx_begin() and its commit or rollback */
+};
+
+void store_row_release(struct store_row *row);
+/* Free an array from ops->list or ops->events. */
+void store_tasks_free(struct task *v, size_t n);
+void store_events_free(struct task_event *v, size_t n);
+
+/* ---- JSON (store-json.c) ---------------------------------------------- */
+
+/* Is s one well-formed JSON object (RFC 8259), nested at most STORE_JSON_DEPTH_MAX? */
+bool store_json_is_object(const char *s);
+
+/*
+ * Merge the top-level members of patch into base, both JSON objects: a
+ * key of patch replaces the whole value of that key in base (no deep
+ * merge; null is a value like any other) or is added after base's keys.
+ * *ret is a new compact object. -EINVAL if either is not an object,
+ * -E2BIG past STORE_PROGRESS_MAX, -ENOMEM.
+ */
+int store_json_merge(const char *base, const char *patch, char **ret);
+
+/*
+ * The data of a status event:
+ * {"status":"...","attempt":N,"exit_code":N|null,"error":"..."|null}
+ * exit_code < 0 and error NULL are written as null.
+ */
+int store_json_status_event(enum task_status status, uint32_t attempt, int exit_code,
+			    const char *error, char **ret);
+
+/* ---- the SQLite backend (store-sqlite.c, sqlite-migrations.c) ---------- */
+
+/* One step of the schema: runs in its own transaction, then user_version = version. */
+struct sqlite_migration {
+	int version; /* 1, 2, ... in order, no gaps */
+	const char *name;
+	const char *sql;
+};
+
+extern const struct sqlite_migration sqlite_migrations[];
+extern const size_t sqlite_migrations_count;
+
+/* PRAGMA application_id of an agentbox store ("abox"). */
+#define SQLITE_STORE_APPLICATION_ID 0x61626f78
+
+struct sqlite3;
+
+/* Fill err from a failed SQLite call: "store: <what>: <SQLite's reason>". */
+int sqlite_error(struct sqlite3 *db, int rc, struct error *err, const char *what);
+/* Reword an error of ours (e) as "store: <context>: <reason>" into err. */
+int sqlite_reword(struct error *err, const struct error *e, const char *context);
+/* Run SQL that returns no rows. */
+int sqlite_exec(struct sqlite3 *db, const char *sql, const char *what, struct error *err);
+
+/*
+ * Bring db's schema to the last of m[0..n), one transaction per step.
+ * -ENOTSUP if db is newer than m knows, -EINVAL if it is not ours.
+ */
+int sqlite_migrate(struct sqlite3 *db, const struct sqlite_migration *m, size_t n,
+		   struct error *err);
+
+/*
+ * Open the SQLite store at path, migrating it along migrations[0..n).
+ * store_open_sqlite() passes the real table; tests pass their own.
+ */
+int sqlite_store_open(const char *path, const struct sqlite_migration *migrations, size_t n,
+		      struct store **ret, struct error *err);
+
+#endif

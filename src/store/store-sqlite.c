@@ -1,0 +1,579 @@
+/*
+ * store-sqlite.c - the SQLite backend of the store: one connection, WAL,
+ * synchronous=FULL (a commit returns once the WAL is fsync'd), foreign
+ * keys on, a busy timeout for other processes' writers, and every
+ * statement prepared once at open and reset after each use.
+ *
+ * Writes begin with BEGIN IMMEDIATE: the write lock is taken before the
+ * first read, so the row a writer locks cannot change under it and two
+ * claimers can never take the same task. The schema is in
+ * sqlite-migrations.c.
+ */
+#include "store/store-internal.h"
+
+#include "base/cleanup.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TASK_COLUMNS                                                                               \
+	"t.pk, t.id, t.status, t.attempt, t.max_attempts, t.retry_on, t.cancel_requested, "        \
+	"t.exit_code, t.created_at, t.started_at, t.finished_at, t.error, t.next_seq, "            \
+	"t.progress_json"
+#define COL_SPEC 14 /* s.spec_json, after TASK_COLUMNS */
+/* One status's page of a filtered list, in creation order. */
+#define LIST_ARM(n)                                                                                \
+	"SELECT * FROM (SELECT pk, created_at FROM tasks WHERE status = ?" #n                      \
+	" AND (created_at, pk) > (?9, ?10) ORDER BY created_at, pk LIMIT ?11)"
+
+enum stmt {
+	S_BEGIN,
+	S_COMMIT,
+	S_ROLLBACK,
+	S_SAVEPOINT,
+	S_RELEASE,
+	S_ROLLBACK_TO,
+	S_VERSION,
+	S_INSERT_TASK,
+	S_INSERT_SPEC,
+	S_GET,
+	S_POSITION,
+	S_LIST_ALL,
+	S_LIST_STATUS,
+	S_LOCK,
+	S_LOCK_QUEUED,
+	S_UPDATE,
+	S_EVENT_ADD,
+	S_EVENTS,
+	STMT_COUNT
+};
+
+/* clang-format off */
+static const char *const stmt_sql[STMT_COUNT] = {
+	[S_BEGIN] = "BEGIN IMMEDIATE",
+	[S_COMMIT] = "COMMIT",
+	[S_ROLLBACK] = "ROLLBACK",
+	[S_SAVEPOINT] = "SAVEPOINT store_op",
+	[S_RELEASE] = "RELEASE store_op",
+	[S_ROLLBACK_TO] = "ROLLBACK TO store_op",
+	[S_VERSION] = "PRAGMA user_version",
+	[S_INSERT_TASK] = "INSERT INTO tasks (id, status, max_attempts, retry_on, created_at) "
+			  "VALUES (?1, 'queued', ?2, ?3, ?4)",
+	[S_INSERT_SPEC] = "INSERT INTO task_specs (task_pk, spec_json) VALUES (?1, ?2)",
+	[S_GET] = "SELECT " TASK_COLUMNS ", s.spec_json FROM tasks t "
+		  "JOIN task_specs s ON s.task_pk = t.pk WHERE t.id = ?1",
+	[S_POSITION] = "SELECT created_at, pk FROM tasks WHERE id = ?1",
+	/* every status: walk tasks_by_created from the page's start */
+	[S_LIST_ALL] = "SELECT " TASK_COLUMNS ", s.spec_json FROM tasks t "
+		       "JOIN task_specs s ON s.task_pk = t.pk "
+		       "WHERE (t.created_at, t.pk) > (?9, ?10) "
+		       "ORDER BY t.created_at, t.pk LIMIT ?11",
+	/* some: a page from tasks_by_status per status (NULL for those left
+	 * out), then the oldest of those, so old finished tasks are never walked */
+	[S_LIST_STATUS] = "SELECT " TASK_COLUMNS ", s.spec_json FROM ("
+			  LIST_ARM(1) " UNION ALL " LIST_ARM(2) " UNION ALL "
+			  LIST_ARM(3) " UNION ALL " LIST_ARM(4) " UNION ALL "
+			  LIST_ARM(5) " UNION ALL " LIST_ARM(6) " UNION ALL "
+			  LIST_ARM(7) " UNION ALL " LIST_ARM(8)
+			  ") AS m JOIN tasks t ON t.pk = m.pk "
+			  "JOIN task_specs s ON s.task_pk = t.pk "
+			  "ORDER BY m.created_at, m.pk LIMIT ?11",
+	[S_LOCK] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.id = ?1",
+	[S_LOCK_QUEUED] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.status = 'queued' "
+			  "ORDER BY t.created_at, t.pk LIMIT 1",
+	[S_UPDATE] = "UPDATE tasks SET status = ?2, attempt = ?3, cancel_requested = ?4, "
+		     "exit_code = ?5, started_at = ?6, finished_at = ?7, error = ?8, "
+		     "next_seq = ?9, progress_json = ?10 WHERE pk = ?1",
+	[S_EVENT_ADD] = "INSERT INTO events (task_pk, seq, attempt, type, time, data_json) "
+			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[S_EVENTS] = "SELECT seq, attempt, type, time, data_json FROM events "
+		     "WHERE task_pk = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+};
+/* clang-format on */
+
+_Static_assert(TASK_STATUS_COUNT == 8, "S_LIST_STATUS binds one parameter per status");
+
+struct sqlite_store {
+	struct store base;
+	sqlite3 *db;
+	sqlite3_stmt *stmt[STMT_COUNT];
+};
+
+static struct sqlite_store *to_sqlite(struct store *st)
+{
+	return (struct sqlite_store *)st;
+}
+
+/* ---- errors and statements --------------------------------------------- */
+
+static int rc_errno(sqlite3 *db, int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return EBUSY;
+	case SQLITE_NOMEM:
+		return ENOMEM;
+	case SQLITE_READONLY:
+		return EROFS;
+	case SQLITE_FULL:
+		return ENOSPC;
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return EACCES;
+	case SQLITE_TOOBIG:
+		return E2BIG;
+	case SQLITE_CONSTRAINT:
+	case SQLITE_MISMATCH:
+	case SQLITE_RANGE:
+		return EINVAL;
+	case SQLITE_CANTOPEN:
+	case SQLITE_IOERR: {
+		int e = db ? sqlite3_system_errno(db) : 0;
+		return e > 0 ? e : EIO;
+	}
+	default:
+		return EIO;
+	}
+}
+
+int sqlite_error(sqlite3 *db, int rc, struct error *err, const char *what)
+{
+	return error_set(err, rc_errno(db, rc), "store: %s: %s", what,
+			 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+static void stmt_resetp(sqlite3_stmt **q)
+{
+	if (*q) {
+		sqlite3_reset(*q);
+		sqlite3_clear_bindings(*q);
+	}
+}
+#define _cleanup_reset_ _cleanup_(stmt_resetp)
+
+/* Step q once: 1 for a row, 0 when done, or -errno with err filled. */
+static int step(struct sqlite_store *s, sqlite3_stmt *q, struct error *err, const char *what)
+{
+	int rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return sqlite_error(s->db, rc, err, what);
+}
+
+/* Run a statement that takes no parameters and returns no rows. */
+static int run(struct sqlite_store *s, enum stmt i, struct error *err)
+{
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[i];
+	int r = step(s, q, err, stmt_sql[i]);
+	return r < 0 ? r : 0;
+}
+
+static int dup_column(sqlite3_stmt *q, int col, char **ret)
+{
+	const unsigned char *text = sqlite3_column_text(q, col);
+	*ret = NULL;
+	if (!text)
+		return sqlite3_column_type(q, col) == SQLITE_NULL ? 0 : -ENOMEM;
+	*ret = strdup((const char *)text);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* Read a row of TASK_COLUMNS (and the spec, with_spec) into ret. */
+static int read_row(sqlite3_stmt *q, bool with_spec, struct store_row *ret, struct error *err)
+{
+	struct store_row row = {.key = sqlite3_column_int64(q, 0)};
+	struct task *t = &row.t;
+	const char *id = (const char *)sqlite3_column_text(q, 1);
+	const char *status = (const char *)sqlite3_column_text(q, 2);
+	if (!id || strlen(id) >= sizeof(t->id) || task_status_parse(status, &t->status) < 0)
+		return error_set(err, EIO, "store: a task row is corrupt (id '%s', status '%s')",
+				 id ? id : "", status ? status : "");
+	memcpy(t->id, id, strlen(id) + 1);
+	t->attempt = (uint32_t)sqlite3_column_int64(q, 3);
+	t->max_attempts = (uint32_t)sqlite3_column_int64(q, 4);
+	t->retry_on = (uint32_t)sqlite3_column_int64(q, 5);
+	t->cancel_requested = sqlite3_column_int(q, 6) != 0;
+	t->exit_code = sqlite3_column_int(q, 7);
+	t->created_at = sqlite3_column_int64(q, 8);
+	t->started_at = sqlite3_column_int64(q, 9);
+	t->finished_at = sqlite3_column_int64(q, 10);
+	row.next_seq = sqlite3_column_int64(q, 12);
+	if (dup_column(q, 11, &t->error) < 0 || dup_column(q, 13, &t->progress_json) < 0 ||
+	    (with_spec && dup_column(q, COL_SPEC, &t->spec_json) < 0) || !t->progress_json ||
+	    (with_spec && !t->spec_json)) {
+		task_release(t);
+		return error_set(err, ENOMEM, "store: reading task %s: out of memory", t->id);
+	}
+	*ret = row;
+	return 0;
+}
+
+/* Grow an array of n elements of size to room for one more. */
+static int grow(void **v, size_t n, size_t *cap, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *p = reallocarray(*v, c, size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = c;
+	return 0;
+}
+
+/* The pk and created_at of task id; -ENOENT. */
+static int position(struct sqlite_store *s, const char *id, int64_t *ret_pk, int64_t *ret_created,
+		    struct error *err)
+{
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_POSITION];
+	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "finding a task");
+	if (r == 0)
+		return error_set(err, ENOENT, "store: no task %s", id);
+	if (r < 0)
+		return r;
+	*ret_created = sqlite3_column_int64(q, 0);
+	*ret_pk = sqlite3_column_int64(q, 1);
+	return 0;
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static struct store *sq_close(struct store *st)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	for (size_t i = 0; i < STMT_COUNT; i++)
+		sqlite3_finalize(s->stmt[i]);
+	/* an open transaction is rolled back: only a commit makes it durable */
+	sqlite3_close_v2(s->db);
+	free(s);
+	return NULL;
+}
+
+static int sq_schema_version(struct store *st)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_VERSION];
+	int r = step(s, q, NULL, "reading the schema version");
+	if (r <= 0)
+		return r < 0 ? r : -EIO;
+	return sqlite3_column_int(q, 0);
+}
+
+static int sq_begin(struct store *st, bool nested, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	/* SQLite rolls a whole transaction back on some errors (full disk, I/O) */
+	if (nested && sqlite3_get_autocommit(s->db))
+		return error_set(err, EIO,
+				 "store: the transaction was rolled back by an "
+				 "earlier error; roll it back and start again");
+	return run(s, nested ? S_SAVEPOINT : S_BEGIN, err);
+}
+
+static int sq_commit(struct store *st, bool nested, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	if (sqlite3_get_autocommit(s->db))
+		return error_set(err, EIO,
+				 "store: the transaction was rolled back by an "
+				 "earlier error");
+	int r = run(s, nested ? S_RELEASE : S_COMMIT, err);
+	if (r < 0 && !nested && !sqlite3_get_autocommit(s->db))
+		run(s, S_ROLLBACK, NULL);
+	return r;
+}
+
+static void sq_rollback(struct store *st, bool nested)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	if (sqlite3_get_autocommit(s->db))
+		return; /* nothing open: SQLite has rolled it back already */
+	if (!nested) {
+		run(s, S_ROLLBACK, NULL);
+	} else if (run(s, S_ROLLBACK_TO, NULL) == 0) {
+		run(s, S_RELEASE, NULL);
+	}
+}
+
+static int sq_insert(struct store *st, const struct task *t, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	{
+		_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_INSERT_TASK];
+		sqlite3_bind_text(q, 1, t->id, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, t->max_attempts);
+		sqlite3_bind_int64(q, 3, t->retry_on);
+		sqlite3_bind_int64(q, 4, t->created_at);
+		int rc = sqlite3_step(q);
+		if (rc == SQLITE_CONSTRAINT_UNIQUE)
+			return error_set(err, EEXIST, "store: task %s exists", t->id);
+		if (rc != SQLITE_DONE)
+			return sqlite_error(s->db, rc, err, "inserting a task");
+	}
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_INSERT_SPEC];
+	sqlite3_bind_int64(q, 1, sqlite3_last_insert_rowid(s->db));
+	sqlite3_bind_text(q, 2, t->spec_json, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "inserting a task's spec");
+	return r < 0 ? r : 0;
+}
+
+static int sq_get(struct store *st, const char *id, struct task *ret, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_GET];
+	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "reading a task");
+	if (r == 0)
+		return error_set(err, ENOENT, "store: no task %s", id);
+	if (r < 0)
+		return r;
+	struct store_row row;
+	r = read_row(q, true, &row, err);
+	if (r < 0)
+		return r;
+	*ret = row.t;
+	return 0;
+}
+
+static int sq_list(struct store *st, const struct task_filter *f, struct task **ret, size_t *ret_n,
+		   struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	int64_t after_created = INT64_MIN, after_pk = -1;
+	if (f->after_id) {
+		int r = position(s, f->after_id, &after_pk, &after_created, err);
+		if (r < 0)
+			return r;
+	}
+	bool all = f->statuses == 0 || f->statuses == (1u << TASK_STATUS_COUNT) - 1;
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[all ? S_LIST_ALL : S_LIST_STATUS];
+	for (int i = 0; !all && i < TASK_STATUS_COUNT; i++)
+		if (f->statuses & TASK_STATUS_BIT(i))
+			sqlite3_bind_text(q, i + 1, task_status_name((enum task_status)i), -1,
+					  SQLITE_STATIC);
+	sqlite3_bind_int64(q, 9, after_created);
+	sqlite3_bind_int64(q, 10, after_pk);
+	sqlite3_bind_int64(q, 11, (sqlite3_int64)f->limit);
+	struct task *v = NULL;
+	size_t n = 0, cap = 0;
+	int r;
+	while ((r = step(s, q, err, "listing tasks")) > 0) {
+		struct store_row row;
+		if (grow((void **)&v, n, &cap, sizeof(*v)) < 0)
+			r = error_set(err, ENOMEM, "store: listing tasks: out of memory");
+		else
+			r = read_row(q, true, &row, err);
+		if (r < 0)
+			break;
+		v[n++] = row.t;
+	}
+	if (r < 0) {
+		store_tasks_free(v, n);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static int lock_with(struct sqlite_store *s, enum stmt i, const char *id, struct store_row *ret,
+		     struct error *err)
+{
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[i];
+	if (id)
+		sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "reading a task");
+	if (r == 0)
+		return id ? error_set(err, ENOENT, "store: no task %s", id)
+			  : error_set(err, ENOENT, "store: no task is queued");
+	return r < 0 ? r : read_row(q, false, ret, err);
+}
+
+static int sq_lock(struct store *st, const char *id, struct store_row *ret, struct error *err)
+{
+	/* under BEGIN IMMEDIATE nobody else writes until we commit */
+	return lock_with(to_sqlite(st), S_LOCK, id, ret, err);
+}
+
+static int sq_lock_oldest_queued(struct store *st, struct store_row *ret, struct error *err)
+{
+	return lock_with(to_sqlite(st), S_LOCK_QUEUED, NULL, ret, err);
+}
+
+static int sq_update(struct store *st, const struct store_row *row, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	const struct task *t = &row->t;
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_UPDATE];
+	sqlite3_bind_int64(q, 1, row->key);
+	sqlite3_bind_text(q, 2, task_status_name(t->status), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 3, t->attempt);
+	sqlite3_bind_int(q, 4, t->cancel_requested);
+	sqlite3_bind_int(q, 5, t->exit_code);
+	sqlite3_bind_int64(q, 6, t->started_at);
+	sqlite3_bind_int64(q, 7, t->finished_at);
+	sqlite3_bind_text(q, 8, t->error, -1, SQLITE_STATIC); /* NULL binds NULL */
+	sqlite3_bind_int64(q, 9, row->next_seq);
+	sqlite3_bind_text(q, 10, t->progress_json, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "updating a task");
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(s->db) != 1)
+		return error_set(err, EIO, "store: task %s vanished while locked", t->id);
+	return 0;
+}
+
+static int sq_event_add(struct store *st, struct store_row *row, enum task_event_type type,
+			uint32_t attempt, int64_t time, const char *data_json, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_EVENT_ADD];
+	sqlite3_bind_int64(q, 1, row->key);
+	sqlite3_bind_int64(q, 2, row->next_seq);
+	sqlite3_bind_int64(q, 3, attempt);
+	sqlite3_bind_text(q, 4, task_event_type_name(type), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 5, time);
+	sqlite3_bind_text(q, 6, data_json, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "adding an event");
+	if (r < 0)
+		return r;
+	row->next_seq++;
+	return 0;
+}
+
+static int sq_events(struct store *st, const char *id, int64_t after_seq, size_t limit,
+		     struct task_event **ret, size_t *ret_n, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	int64_t pk, created;
+	int r = position(s, id, &pk, &created, err);
+	if (r < 0)
+		return r;
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_EVENTS];
+	sqlite3_bind_int64(q, 1, pk);
+	sqlite3_bind_int64(q, 2, after_seq);
+	sqlite3_bind_int64(q, 3, (sqlite3_int64)limit);
+	struct task_event *v = NULL;
+	size_t n = 0, cap = 0;
+	while ((r = step(s, q, err, "listing events")) > 0) {
+		const char *type = (const char *)sqlite3_column_text(q, 2);
+		struct task_event ev = {
+		    .seq = sqlite3_column_int64(q, 0),
+		    .attempt = (uint32_t)sqlite3_column_int64(q, 1),
+		    .time = sqlite3_column_int64(q, 3),
+		};
+		if (type && strcmp(type, task_event_type_name(TASK_EVENT_STATUS)) == 0)
+			ev.type = TASK_EVENT_STATUS;
+		else if (!type || strcmp(type, task_event_type_name(TASK_EVENT_PROGRESS)) != 0) {
+			r = error_set(err, EIO, "store: event %lld of task %s is corrupt",
+				      (long long)ev.seq, id);
+			break;
+		}
+		char *data = NULL;
+		if (grow((void **)&v, n, &cap, sizeof(*v)) < 0 || dup_column(q, 4, &data) < 0 ||
+		    !data) {
+			free(data);
+			r = error_set(err, ENOMEM, "store: listing events: out of memory");
+			break;
+		}
+		ev.data_json = data;
+		v[n++] = ev;
+	}
+	if (r < 0) {
+		store_events_free(v, n);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static const struct store_ops sqlite_ops = {
+    .close = sq_close,
+    .schema_version = sq_schema_version,
+    .begin = sq_begin,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .insert = sq_insert,
+    .get = sq_get,
+    .list = sq_list,
+    .lock = sq_lock,
+    .lock_oldest_queued = sq_lock_oldest_queued,
+    .update = sq_update,
+    .event_add = sq_event_add,
+    .events = sq_events,
+};
+
+/* ---- opening and migrating --------------------------------------------- */
+
+int sqlite_reword(struct error *err, const struct error *e, const char *context)
+{
+	const char *msg = e->msg;
+	if (strncmp(msg, "store: ", strlen("store: ")) == 0)
+		msg += strlen("store: ");
+	return error_set(err, e->code, "store: %s: %s", context, msg);
+}
+
+/* Set the connection up: WAL, durable commits, foreign keys, waits. */
+static int configure(sqlite3 *db, struct error *err)
+{
+	sqlite3_extended_result_codes(db, 1);
+	sqlite3_busy_timeout(db, STORE_BUSY_TIMEOUT_MS);
+	sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+	sqlite3_stmt *q = NULL;
+	int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = WAL", -1, &q, NULL);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *mode = (const char *)sqlite3_column_text(q, 0);
+		rc = mode && strcmp(mode, "wal") == 0 ? SQLITE_OK : SQLITE_CANTOPEN;
+		if (rc != SQLITE_OK) {
+			int r = error_set(err, ENOTSUP, "store: journal mode is %s, not wal",
+					  mode ? mode : "unknown");
+			sqlite3_finalize(q);
+			return r;
+		}
+	}
+	sqlite3_finalize(q);
+	if (rc != SQLITE_OK)
+		return sqlite_error(db, rc, err, "setting journal_mode = WAL");
+	return sqlite_exec(db, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON",
+			   "setting synchronous = FULL and foreign_keys = ON", err);
+}
+
+int sqlite_store_open(const char *path, const struct sqlite_migration *migrations, size_t n,
+		      struct store **ret, struct error *err)
+{
+	struct sqlite_store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return error_set(err, ENOMEM, "store: out of memory");
+	s->base.ops = &sqlite_ops;
+	struct error e = {0};
+	int rc = sqlite3_open_v2(path, &s->db,
+				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+				     SQLITE_OPEN_EXRESCODE,
+				 NULL);
+	int r = rc == SQLITE_OK ? 0 : sqlite_error(s->db, rc, &e, "opening the database");
+	if (r == 0)
+		r = configure(s->db, &e);
+	if (r == 0)
+		r = sqlite_migrate(s->db, migrations, n, &e);
+	for (size_t i = 0; r == 0 && i < STMT_COUNT; i++) {
+		rc = sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&s->stmt[i], NULL);
+		if (rc != SQLITE_OK)
+			r = sqlite_error(s->db, rc, &e, stmt_sql[i]);
+	}
+	if (r < 0) {
+		sq_close(&s->base);
+		return sqlite_reword(err, &e, path);
+	}
+	*ret = &s->base;
+	return 0;
+}

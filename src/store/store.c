@@ -1,0 +1,361 @@
+/*
+ * store.c - the contract of store.h, once for every backend: argument
+ * checks, fencing, the lifecycle table, status events, progress merging
+ * and transaction nesting. Backends persist rows through store_ops.
+ */
+#include "store/store.h"
+
+#include "base/cleanup.h"
+#include "store/store-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALL_STATUSES ((uint32_t)((1u << TASK_STATUS_COUNT) - 1))
+
+void store_row_release(struct store_row *row)
+{
+	task_release(&row->t);
+}
+
+void store_tasks_free(struct task *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		task_release(&v[i]);
+	free(v);
+}
+
+void store_events_free(struct task_event *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free((char *)v[i].data_json);
+	free(v);
+}
+
+int store_open_sqlite(const char *path, struct store **ret, struct error *err)
+{
+	if (!path || !*path || !ret)
+		return error_set(err, EINVAL, "store: no path given");
+	return sqlite_store_open(path, sqlite_migrations, sqlite_migrations_count, ret, err);
+}
+
+struct store *store_close(struct store *st)
+{
+	if (st)
+		st->ops->close(st);
+	return NULL;
+}
+
+int store_schema_version(struct store *st)
+{
+	return st->ops->schema_version(st);
+}
+
+/* ---- transactions ------------------------------------------------------ */
+
+int store_tx_begin(struct store *st, struct error *err)
+{
+	if (st->in_tx)
+		return error_set(err, EINVAL, "store: a transaction is already open");
+	int r = st->ops->begin(st, false, err);
+	if (r < 0)
+		return r;
+	st->in_tx = true;
+	return 0;
+}
+
+int store_tx_commit(struct store *st, struct error *err)
+{
+	if (!st->in_tx)
+		return error_set(err, EINVAL, "store: no transaction is open");
+	st->in_tx = false;
+	return st->ops->commit(st, false, err);
+}
+
+void store_tx_rollback(struct store *st)
+{
+	if (!st->in_tx)
+		return;
+	st->in_tx = false;
+	st->ops->rollback(st, false);
+}
+
+/* Each call is atomic: its own transaction, or a savepoint in the caller's. */
+static int op_begin(struct store *st, struct error *err)
+{
+	return st->ops->begin(st, st->in_tx, err);
+}
+
+static int op_end(struct store *st, int r, struct error *err)
+{
+	if (r < 0) {
+		st->ops->rollback(st, st->in_tx);
+		return r;
+	}
+	return st->ops->commit(st, st->in_tx, err);
+}
+
+/* ---- the lifecycle ----------------------------------------------------- */
+
+static int status_event(struct store *st, struct store_row *row, int exit_code, const char *error,
+			int64_t now, struct error *err)
+{
+	_cleanup_free_ char *data = NULL;
+	int r = store_json_status_event(row->t.status, row->t.attempt, exit_code, error, &data);
+	if (r < 0)
+		return error_set_errno(err, -r, "store: writing a status event");
+	return st->ops->event_add(st, row, TASK_EVENT_STATUS, row->t.attempt, now, data, err);
+}
+
+/* Move a locked row to status `to`, along the one lifecycle table only. */
+static int move(struct store_row *row, enum task_status to, struct error *err)
+{
+	if (!task_transition_is_allowed(row->t.status, to))
+		return error_set(err, EINVAL, "store: task %s cannot go from %s to %s", row->t.id,
+				 task_status_name(row->t.status), task_status_name(to));
+	row->t.status = to;
+	return 0;
+}
+
+/* Fencing: is the row running exactly this attempt? */
+static int fence(const struct store_row *row, uint32_t attempt, struct error *err)
+{
+	if (row->t.status == TASK_RUNNING && row->t.attempt == attempt)
+		return 0;
+	return error_set(err, ESTALE, "store: task %s is %s at attempt %u, not running attempt %u",
+			 row->t.id, task_status_name(row->t.status), row->t.attempt, attempt);
+}
+
+static int set_string(char **field, const char *s)
+{
+	char *copy = NULL;
+	if (s && !(copy = strdup(s)))
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* ---- tasks ------------------------------------------------------------- */
+
+int store_task_insert(struct store *st, const struct task *t, struct error *err)
+{
+	if (!t || !task_id_is_valid(t->id))
+		return error_set(err, EINVAL, "store: not a task id: '%.*s'", TASK_ID_SIZE,
+				 t ? t->id : "");
+	if (t->max_attempts < 1 || t->max_attempts > TASK_MAX_ATTEMPTS_MAX)
+		return error_set(err, EINVAL, "store: max_attempts %u is not in 1..%d",
+				 t->max_attempts, TASK_MAX_ATTEMPTS_MAX);
+	if (t->retry_on & ~ALL_STATUSES)
+		return error_set(err, EINVAL, "store: retry_on 0x%x names no status", t->retry_on);
+	if (!t->spec_json)
+		return error_set(err, EINVAL, "store: task %s has no spec", t->id);
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	return op_end(st, st->ops->insert(st, t, err), err);
+}
+
+int store_task_get(struct store *st, const char *id, struct task *ret, struct error *err)
+{
+	if (!id || !ret)
+		return error_set(err, EINVAL, "store: no task id given");
+	return st->ops->get(st, id, ret, err);
+}
+
+int store_task_list(struct store *st, const struct task_filter *f,
+		    int (*fn)(const struct task *t, void *data), void *data, struct error *err)
+{
+	if (!f || !fn || f->limit < 1 || f->limit > STORE_LIST_MAX)
+		return error_set(err, EINVAL, "store: a list takes a limit in 1..%d",
+				 STORE_LIST_MAX);
+	if (f->statuses & ~ALL_STATUSES)
+		return error_set(err, EINVAL, "store: statuses 0x%x names no status", f->statuses);
+	struct task *v = NULL;
+	size_t n = 0;
+	int r = st->ops->list(st, f, &v, &n, err);
+	/* fn runs after the backend is done reading, so it may call the store */
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int q = fn(&v[i], data);
+		r = q < 0 ? q : 0;
+	}
+	store_tasks_free(v, n);
+	return r;
+}
+
+int store_task_claim(struct store *st, int64_t now, struct task *ret, struct error *err)
+{
+	if (!ret)
+		return error_set(err, EINVAL, "store: claim needs somewhere to put the task");
+	struct store_row row = {0};
+	struct task t = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->lock_oldest_queued(st, &row, err);
+	if (r == 0)
+		r = move(&row, TASK_RUNNING, err);
+	if (r == 0) {
+		row.t.attempt++;
+		row.t.cancel_requested = false;
+		if (row.t.started_at == 0)
+			row.t.started_at = now;
+		r = status_event(st, &row, -1, NULL, now, err);
+	}
+	if (r == 0)
+		r = st->ops->update(st, &row, err);
+	if (r == 0)
+		r = st->ops->get(st, row.t.id, &t, err);
+	r = op_end(st, r, err);
+	store_row_release(&row);
+	if (r < 0) {
+		task_release(&t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
+int store_task_end_attempt(struct store *st, const char *id, uint32_t attempt, enum task_status end,
+			   int exit_code, const char *error, int64_t now,
+			   enum task_status *ret_status, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no task id given");
+	if (!task_status_is_final(end))
+		return error_set(err, EINVAL, "store: an attempt cannot end as %s",
+				 task_status_name(end) ? task_status_name(end)
+						       : "an unknown status");
+	struct store_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->lock(st, id, &row, err);
+	if (r == 0)
+		r = fence(&row, attempt, err);
+	if (r == 0) {
+		enum task_status next =
+		    task_after_attempt(end, attempt, row.t.max_attempts, row.t.retry_on);
+		/* a cancel asked for during the attempt wins over a retry */
+		if (next == TASK_QUEUED && row.t.cancel_requested)
+			next = TASK_CANCELLED;
+		r = move(&row, next, err);
+	}
+	if (r == 0) {
+		row.t.cancel_requested = false;
+		if (task_status_is_final(row.t.status)) {
+			row.t.finished_at = now;
+			row.t.exit_code = exit_code < 0 ? -1 : exit_code;
+			if (set_string(&row.t.error, error) < 0)
+				r = error_set_errno(err, ENOMEM, "store: task %s", id);
+		}
+	}
+	if (r == 0)
+		r = status_event(st, &row, exit_code, error, now, err);
+	if (r == 0)
+		r = st->ops->update(st, &row, err);
+	enum task_status status = row.t.status;
+	r = op_end(st, r, err);
+	store_row_release(&row);
+	if (r == 0 && ret_status)
+		*ret_status = status;
+	return r;
+}
+
+int store_task_cancel(struct store *st, const char *id, int64_t now, enum task_status *ret_status,
+		      struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no task id given");
+	struct store_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->lock(st, id, &row, err);
+	if (r == 0 && task_status_is_final(row.t.status))
+		r = error_set(err, EALREADY, "store: task %s is already %s", id,
+			      task_status_name(row.t.status));
+	if (r == 0 && row.t.status == TASK_QUEUED) {
+		r = move(&row, TASK_CANCELLED, err);
+		if (r == 0) {
+			row.t.finished_at = now;
+			r = status_event(st, &row, -1, NULL, now, err);
+		}
+		if (r == 0)
+			r = st->ops->update(st, &row, err);
+	} else if (r == 0 && !row.t.cancel_requested) {
+		row.t.cancel_requested = true; /* running: for the scheduler to kill */
+		r = st->ops->update(st, &row, err);
+	}
+	enum task_status status = row.t.status;
+	r = op_end(st, r, err);
+	store_row_release(&row);
+	if (r == 0 && ret_status)
+		*ret_status = status;
+	return r;
+}
+
+/* ---- progress and events ----------------------------------------------- */
+
+int store_progress_append(struct store *st, const char *id, uint32_t attempt, const char *data_json,
+			  int64_t now, int64_t *ret_seq, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no task id given");
+	if (!store_json_is_object(data_json))
+		return error_set(err, EINVAL, "store: a progress event must be one JSON object");
+	struct store_row row = {0};
+	int64_t seq = 0;
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->lock(st, id, &row, err);
+	if (r == 0)
+		r = fence(&row, attempt, err);
+	if (r == 0) {
+		char *merged = NULL;
+		r = store_json_merge(row.t.progress_json, data_json, &merged);
+		if (r == -E2BIG)
+			r = error_set(err, E2BIG, "store: progress of task %s would pass %d bytes",
+				      id, STORE_PROGRESS_MAX);
+		else if (r == -EINVAL)
+			r = error_set(err, EIO,
+				      "store: stored progress of task %s is not an object", id);
+		else if (r < 0)
+			r = error_set_errno(err, -r, "store: merging progress of task %s", id);
+		else {
+			free(row.t.progress_json);
+			row.t.progress_json = merged;
+		}
+	}
+	if (r == 0) {
+		seq = row.next_seq;
+		r = st->ops->event_add(st, &row, TASK_EVENT_PROGRESS, attempt, now, data_json, err);
+	}
+	if (r == 0)
+		r = st->ops->update(st, &row, err);
+	r = op_end(st, r, err);
+	store_row_release(&row);
+	if (r == 0 && ret_seq)
+		*ret_seq = seq;
+	return r;
+}
+
+int store_events_list(struct store *st, const char *id, int64_t after_seq, size_t limit,
+		      int (*fn)(const struct task_event *ev, void *data), void *data,
+		      struct error *err)
+{
+	if (!id || !fn || limit < 1 || limit > STORE_LIST_MAX)
+		return error_set(err, EINVAL, "store: events are listed with a limit in 1..%d",
+				 STORE_LIST_MAX);
+	struct task_event *v = NULL;
+	size_t n = 0;
+	int r = st->ops->events(st, id, after_seq, limit, &v, &n, err);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int q = fn(&v[i], data);
+		r = q < 0 ? q : 0;
+	}
+	store_events_free(v, n);
+	return r;
+}

@@ -1,0 +1,269 @@
+/*
+ * test-store-sqlite.c - what only the SQLite backend has: its migrations
+ * and its settings. The database is looked at from a second, plain SQLite
+ * connection; migration steps of the tests' own are passed through
+ * sqlite_store_open() (store-internal.h).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/store-internal.h"
+
+struct scratch {
+	char dir[128];
+	char path[160];
+};
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct scratch *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -1;
+	*state = s;
+	const char *tmp = getenv("TMPDIR");
+	snprintf(s->dir, sizeof(s->dir), "%s/test-store-sqlite.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(s->dir))
+		return -1;
+	snprintf(s->path, sizeof(s->path), "%s/store.db", s->dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct scratch *s = *state;
+	int r = nftw(s->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(s);
+	return r;
+}
+
+/* Open with the first n of steps; the store must open. */
+static void open_with(struct scratch *s, const struct sqlite_migration *steps, size_t n)
+{
+	struct store *st = NULL;
+	struct error err = {0};
+	if (sqlite_store_open(s->path, steps, n, &st, &err) < 0)
+		fail_msg("opening with %zu steps: %s", n, err.msg);
+	assert_int_equal(store_schema_version(st), (int)n);
+	store_close(st);
+}
+
+/* One integer from SQL run on a plain connection of our own. */
+static long long query(struct scratch *s, const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *q = NULL;
+	assert_int_equal(sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	int rc = sqlite3_step(q);
+	assert_true(rc == SQLITE_ROW || rc == SQLITE_DONE);
+	long long v = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	return v;
+}
+
+/* The real steps, then a test step that counts its own runs. */
+static const struct sqlite_migration *steps_with_marker(void)
+{
+	static struct sqlite_migration steps[8];
+	size_t n = sqlite_migrations_count;
+	assert_true(n + 2 <= sizeof(steps) / sizeof(steps[0]));
+	memcpy(steps, sqlite_migrations, n * sizeof(steps[0]));
+	steps[n] = (struct sqlite_migration){(int)n + 1, "marker",
+					     "CREATE TABLE marker (runs INTEGER);"
+					     "INSERT INTO marker VALUES (1);"};
+	steps[n + 1] = (struct sqlite_migration){(int)n + 2, "broken",
+						 "CREATE TABLE half (x INTEGER);"
+						 "INSERT INTO no_such_table VALUES (1);"};
+	return steps;
+}
+
+static void test_fresh_reaches_latest(void **state)
+{
+	struct scratch *s = *state;
+	struct store *st = NULL;
+	struct error err = {0};
+	assert_int_equal(store_open_sqlite(s->path, &st, &err), 0);
+	assert_int_equal(store_schema_version(st), (int)sqlite_migrations_count);
+	store_close(st);
+	assert_int_equal(query(s, "PRAGMA user_version"), (long long)sqlite_migrations_count);
+	assert_int_equal(query(s, "PRAGMA application_id"), SQLITE_STORE_APPLICATION_ID);
+	/* WAL is a property of the file: a plain connection sees it */
+	sqlite3 *db = NULL;
+	sqlite3_stmt *q = NULL;
+	assert_int_equal(sqlite3_open(s->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	/* the indexes the queries rely on */
+	assert_int_equal(query(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND "
+				  "name IN ('tasks_by_created', 'tasks_by_status')"),
+			 2);
+}
+
+static void test_steps_run_once_each(void **state)
+{
+	struct scratch *s = *state;
+	const struct sqlite_migration *steps = steps_with_marker();
+	size_t n = sqlite_migrations_count;
+	open_with(s, steps, n); /* an older agentbox made this database */
+	assert_int_equal(query(s, "SELECT count(*) FROM sqlite_schema WHERE name = 'marker'"), 0);
+	open_with(s, steps, n + 1); /* a newer one migrates it */
+	assert_int_equal(query(s, "SELECT count(*) FROM marker"), 1);
+	open_with(s, steps, n + 1); /* and reopening runs nothing again */
+	open_with(s, steps, n + 1);
+	assert_int_equal(query(s, "SELECT count(*) FROM marker"), 1);
+	assert_int_equal(query(s, "PRAGMA user_version"), (long long)n + 1);
+}
+
+static void test_failed_step_rolls_back(void **state)
+{
+	struct scratch *s = *state;
+	const struct sqlite_migration *steps = steps_with_marker();
+	size_t n = sqlite_migrations_count;
+	open_with(s, steps, n + 1);
+	struct store *st = NULL;
+	struct error err = {0};
+	assert_true(sqlite_store_open(s->path, steps, n + 2, &st, &err) < 0);
+	assert_null(st);
+	assert_non_null(strstr(err.msg, "broken"));
+	assert_non_null(strstr(err.msg, "no_such_table"));
+	/* nothing of the failed step stayed */
+	assert_int_equal(query(s, "PRAGMA user_version"), (long long)n + 1);
+	assert_int_equal(query(s, "SELECT count(*) FROM sqlite_schema WHERE name = 'half'"), 0);
+}
+
+static void test_newer_database_refused(void **state)
+{
+	struct scratch *s = *state;
+	open_with(s, sqlite_migrations, sqlite_migrations_count);
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %zu", sqlite_migrations_count + 1);
+	query(s, sql);
+	struct store *st = NULL;
+	struct error err = {0};
+	assert_int_equal(store_open_sqlite(s->path, &st, &err), -ENOTSUP);
+	assert_null(st);
+	assert_int_equal(err.code, ENOTSUP);
+	assert_non_null(strstr(err.msg, s->path));
+	assert_non_null(strstr(err.msg, "newer than this agentbox knows"));
+	assert_int_equal(query(s, "PRAGMA user_version"), (long long)sqlite_migrations_count + 1);
+}
+
+static void test_foreign_database_refused(void **state)
+{
+	struct scratch *s = *state;
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(s->path, &db), SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(db, "PRAGMA application_id = 42; CREATE TABLE t (x);", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	struct store *st = NULL;
+	struct error err = {0};
+	assert_int_equal(store_open_sqlite(s->path, &st, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "not an agentbox store"));
+}
+
+static void test_open_errors(void **state)
+{
+	struct scratch *s = *state;
+	struct store *st = NULL;
+	struct error err = {0};
+	char path[200];
+	snprintf(path, sizeof(path), "%s/no/such/dir/store.db", s->dir);
+	assert_true(store_open_sqlite(path, &st, &err) < 0);
+	assert_null(st);
+	assert_non_null(strstr(err.msg, path));
+	FILE *junk = fopen(s->path, "w");
+	assert_non_null(junk);
+	fputs("this is not a database, it is a file of text long enough to be read as one "
+	      "and found wanting",
+	      junk);
+	fclose(junk);
+	assert_int_equal(store_open_sqlite(s->path, &st, &err), -EIO);
+	assert_int_equal(store_open_sqlite(NULL, &st, &err), -EINVAL);
+}
+
+/* What the query planner does with the store's hot queries (mirrored here). */
+static void assert_plan(struct scratch *s, const char *sql, const char *want, const char *never)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *q = NULL;
+	char explain[512];
+	snprintf(explain, sizeof(explain), "EXPLAIN QUERY PLAN %s", sql);
+	assert_int_equal(sqlite3_open(s->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, explain, -1, &q, NULL), SQLITE_OK);
+	bool found = false;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		const char *detail = (const char *)sqlite3_column_text(q, 3);
+		found |= strstr(detail, want) != NULL;
+		if (never && strstr(detail, never))
+			fail_msg("%s: %s", sql, detail);
+	}
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	if (!found)
+		fail_msg("%s: no '%s' in its plan", sql, want);
+}
+
+static void test_query_plans(void **state)
+{
+	struct scratch *s = *state;
+	open_with(s, sqlite_migrations, sqlite_migrations_count);
+	/* claim: the first entry of tasks_by_status, no sort */
+	assert_plan(s,
+		    "SELECT pk FROM tasks t WHERE t.status = 'queued' "
+		    "ORDER BY t.created_at, t.pk LIMIT 1",
+		    "USING COVERING INDEX tasks_by_status (status=?)", "TEMP B-TREE");
+	/* list, every status: a range of tasks_by_created, no sort */
+	assert_plan(s,
+		    "SELECT pk FROM tasks t WHERE (t.created_at, t.pk) > (1, 2) "
+		    "ORDER BY t.created_at, t.pk LIMIT 3",
+		    "INDEX tasks_by_created (created_at>?)", "TEMP B-TREE");
+	/* list, one status (an arm of the filtered list) */
+	assert_plan(s,
+		    "SELECT pk, created_at FROM tasks WHERE status = 'failed' "
+		    "AND (created_at, pk) > (1, 2) ORDER BY created_at, pk LIMIT 3",
+		    "USING COVERING INDEX tasks_by_status (status=? AND created_at>?)",
+		    "TEMP B-TREE");
+	/* events: a range of the primary key */
+	assert_plan(s, "SELECT seq FROM events WHERE task_pk = 1 AND seq > 2 ORDER BY seq LIMIT 3",
+		    "USING PRIMARY KEY (task_pk=? AND seq>?)", "TEMP B-TREE");
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+	    T(test_fresh_reaches_latest),
+	    T(test_steps_run_once_each),
+	    T(test_failed_step_rolls_back),
+	    T(test_newer_database_refused),
+	    T(test_foreign_database_refused),
+	    T(test_open_errors),
+	    T(test_query_plans),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
