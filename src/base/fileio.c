@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -83,6 +84,27 @@ int read_u64_at(int dirfd, const char *name, uint64_t *ret)
 	if (strcmp(buf, "max") == 0)
 		return -ERANGE;
 	return parse_u64(buf, ret);
+}
+
+int mkdir_p_at(int dirfd, const char *path, mode_t mode)
+{
+	char buf[4096];
+	size_t len = strlen(path);
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			if (mkdirat(dirfd, buf, mode) < 0 && errno != EEXIST)
+				return -errno;
+			if (c == '\0')
+				break;
+			*p = c;
+		}
+	}
+	return 0;
 }
 
 int keyed_u64(const char *text, const char *key, uint64_t *ret)

@@ -35,6 +35,12 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
 int read_u64_at(int dirfd, const char *name, uint64_t *ret);
 
 /*
+ * mkdir -p: create path (relative to dirfd, or absolute) and its missing
+ * parents with mode; existing directories are fine. 0 or -errno.
+ */
+int mkdir_p_at(int dirfd, const char *path, mode_t mode);
+
+/*
  * Find "key <number>" lines, as in memory.events or cpu.stat, in text.
  * Returns 0 and sets *ret, or -ENOENT when the key is absent.
  */

@@ -10,7 +10,8 @@
  *  2. become root of the new user namespace
  *  3. hostname, lo up, root file system, pivot_root     (rootfs.c)
  *  4. rlimits while hard limits may still be set          (privs.c)
- *  5. Landlock, then drop to uid 1000 with no capabilities (landlock.c, privs.c)
+ *  5. Landlock, then drop to uid 1000 with no capabilities (landlock.c, privs.c),
+ *     then create spec->files as that user
  *  6. parent-death signal and non-dumpable again (credential changes
  *     reset both), then close every fd but 0-2 and the status pipe
  *  7. seccomp last, then fork the command and reap until it exits
@@ -101,6 +102,30 @@ static int restrict_files(const struct launch_ctx *ctx, struct error *err)
 	return r == -EOPNOTSUPP ? 0 : r; /* absent: the other layers stand alone */
 }
 
+/*
+ * Create spec->files, as the sandbox user (after the drop), so they belong
+ * to it; their parents are made as needed. Paths were checked to lie under
+ * the workdir or /tmp.
+ */
+static int place_files(const struct spec *spec, struct error *err)
+{
+	for (size_t i = 0; i < spec->nfiles; i++) {
+		const struct spec_file *f = &spec->files[i];
+		char parent[SPEC_PATH_MAX];
+		snprintf(parent, sizeof(parent), "%s", f->path);
+		*strrchr(parent, '/') = '\0';
+		int r = mkdir_p_at(AT_FDCWD, parent, 0755);
+		if (r < 0)
+			return error_set_errno(err, -r, "files: create %s", parent);
+		_cleanup_close_ int fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return error_set_errno(err, errno, "files: create %s", f->path);
+		if ((r = write_all(fd, f->data, f->len)) < 0)
+			return error_set_errno(err, -r, "files: write %s", f->path);
+	}
+	return 0;
+}
+
 /* Look argv[0] up in the sandbox's PATH and exec it; returns the errno to report. */
 static int exec_command(const char *const *argv, char **envp)
 {
@@ -188,7 +213,7 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 
 	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &err) < 0 ||
 	    privs_set_rlimits(ctx->spec, &err) < 0 || restrict_files(ctx, &err) < 0 ||
-	    privs_drop(SANDBOX_UID, SANDBOX_GID, &err) < 0)
+	    privs_drop(SANDBOX_UID, SANDBOX_GID, &err) < 0 || place_files(ctx->spec, &err) < 0)
 		fail(INIT_STATUS_FD, &err);
 
 	/* Credential changes cleared both; nothing of ours may be inspected from inside. */

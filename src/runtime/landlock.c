@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -68,11 +69,19 @@ static uint64_t fs_rights_for(int abi)
 	return all;
 }
 
+/* Rights Landlock accepts on a rule for a single file (not a directory). */
+#define LL_FS_FILE (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+
 static int add_rule(int ruleset, const char *path, uint64_t access)
 {
 	_cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		access &= LL_FS_FILE;
 	struct ll_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
 	if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
 		return -errno;

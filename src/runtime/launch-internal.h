@@ -19,6 +19,7 @@ struct launch_volume {
 	int tree_fd; /* from open_tree(OPEN_TREE_CLONE), ids mapped, flags set */
 	const char *target;
 	bool read_only;
+	bool is_dir; /* else a single file or FIFO */
 };
 
 struct launch_ctx {

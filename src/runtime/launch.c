@@ -185,6 +185,7 @@ done:
 		.tree_fd = TAKE_FD(tree),
 		.target = v->target,
 		.read_only = v->read_only,
+		.is_dir = S_ISDIR(st.st_mode),
 	};
 	return 0;
 }

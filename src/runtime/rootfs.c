@@ -56,25 +56,6 @@ static int bind_ro(const char *src, const char *dst, struct error *err)
 	return 0;
 }
 
-/* mkdir -p for a path relative to cwd; existing directories are fine. */
-static int mkdir_p(const char *rel, mode_t mode)
-{
-	char buf[SPEC_PATH_MAX];
-	snprintf(buf, sizeof(buf), "%s", rel);
-	for (char *p = buf + 1;; p++) {
-		if (*p == '/' || *p == '\0') {
-			char c = *p;
-			*p = '\0';
-			if (mkdir(buf, mode) < 0 && errno != EEXIST)
-				return -errno;
-			if (c == '\0')
-				break;
-			*p = c;
-		}
-	}
-	return 0;
-}
-
 static int touch(const char *path)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -147,15 +128,37 @@ static int populate_host(struct error *err)
 	return 0;
 }
 
-static int attach_tree(int *tree_fd, const char *target, struct error *err)
+/* A mount point for a directory tree, or (is_dir false) for one file. */
+static int make_mount_point(const char *target, bool is_dir)
 {
-	int r = mkdir_p(target, 0755);
+	if (is_dir)
+		return mkdir_p_at(AT_FDCWD, target, 0755);
+	char parent[SPEC_PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", target);
+	char *slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = '\0';
+		int r = mkdir_p_at(AT_FDCWD, parent, 0755);
+		if (r < 0)
+			return r;
+	}
+	return touch(target);
+}
+
+static int attach_tree_at(int *tree_fd, const char *target, bool is_dir, struct error *err)
+{
+	int r = make_mount_point(target, is_dir);
 	if (r < 0)
 		return error_set_errno(err, -r, "create mount point /%s", target);
 	if (move_mount(*tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return error_set_errno(err, errno, "mount /%s", target);
 	CLOSE_FD(*tree_fd);
 	return 0;
+}
+
+static int attach_tree(int *tree_fd, const char *target, struct error *err)
+{
+	return attach_tree_at(tree_fd, target, true, err);
 }
 
 /*
@@ -318,7 +321,8 @@ int rootfs_setup(const struct launch_ctx *ctx, struct error *err)
 		goto out;
 	for (size_t i = 0; i < ctx->nvolumes; i++) {
 		int fd = ctx->volumes[i].tree_fd;
-		if ((r = attach_tree(&fd, ctx->volumes[i].target + 1, err)) < 0)
+		r = attach_tree_at(&fd, ctx->volumes[i].target + 1, ctx->volumes[i].is_dir, err);
+		if (r < 0)
 			goto out;
 	}
 	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) {

@@ -106,6 +106,50 @@ static bool is_reserved_target(const char *p)
 	return false;
 }
 
+/* A volume's source: a directory, a regular file or a FIFO. */
+static int check_host_source(const char *what, const char *p, struct error *err)
+{
+	struct stat st;
+	if (!p || p[0] != '/')
+		return error_set(err, EINVAL, "%s: '%s' is not an absolute path", what, p ? p : "");
+	if (strlen(p) >= SPEC_PATH_MAX)
+		return error_set(err, ENAMETOOLONG, "%s: path longer than %d bytes", what,
+				 SPEC_PATH_MAX);
+	if (stat(p, &st) < 0)
+		return error_set_errno(err, errno, "%s: '%s'", what, p);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+		return error_set(err, EINVAL, "%s: '%s' is not a directory, file or FIFO", what, p);
+	return 0;
+}
+
+/* Is p below dir (a canonical absolute path), as a proper descendant? */
+static bool is_below(const char *p, const char *dir)
+{
+	size_t len = strlen(dir);
+	return strncmp(p, dir, len) == 0 && p[len] == '/' && p[len + 1] != '\0';
+}
+
+static int check_files(const struct spec *spec, struct error *err)
+{
+	uint64_t total = 0;
+	if (spec->nfiles > SPEC_FILES_MAX)
+		return error_set(err, E2BIG, "files: more than %d files", SPEC_FILES_MAX);
+	for (size_t i = 0; i < spec->nfiles; i++) {
+		const struct spec_file *f = &spec->files[i];
+		int r = check_sandbox_path("files", f->path, err);
+		if (r < 0)
+			return r;
+		if (!is_below(f->path, spec->workdir) && !is_below(f->path, "/tmp"))
+			return error_set(err, EINVAL, "files: '%s' is not under %s or /tmp", f->path,
+					 spec->workdir);
+		total += f->len;
+		if (total > SPEC_FILES_BYTES_MAX)
+			return error_set(err, E2BIG, "files: more than %llu bytes in all",
+					 (unsigned long long)SPEC_FILES_BYTES_MAX);
+	}
+	return 0;
+}
+
 static int check_host_dir(const char *what, const char *p, struct error *err)
 {
 	struct stat st;
@@ -167,9 +211,11 @@ int spec_validate(const struct spec *spec, struct error *err)
 	for (size_t i = 0; i < spec->nenv; i++)
 		if ((r = check_env(spec->env[i], err)) < 0)
 			return r;
+	if ((r = check_files(spec, err)) < 0)
+		return r;
 	for (size_t i = 0; i < spec->nvolumes; i++) {
 		const struct volume *v = &spec->volumes[i];
-		if ((r = check_host_dir("--volume", v->host, err)) < 0)
+		if ((r = check_host_source("--volume", v->host, err)) < 0)
 			return r;
 		if ((r = check_sandbox_path("--volume", v->target, err)) < 0)
 			return r;

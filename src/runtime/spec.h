@@ -14,7 +14,8 @@
  *   - the command runs as uid 1000, gid 1000 ("sandbox"), with no
  *     capabilities, no_new_privs, and the seccomp and Landlock policies;
  *   - / is read-only; /tmp, /dev/shm and the workdir are writable and share
- *     one tmpfs of disk_bytes; rw volumes are writable too;
+ *     one tmpfs of disk_bytes; rw volumes are writable too; spec->files
+ *     are there, owned by the sandbox user, when the command starts;
  *   - the environment is exactly PATH, HOME (= workdir), LANG, and the
  *     caller's --env values, which win over the defaults;
  *   - the hostname is "agentbox" and the only network interface is lo.
@@ -42,6 +43,8 @@
 #define SPEC_VOLUMES_MAX     32
 #define SPEC_PATH_MAX        1024          /* bytes in any path we are given */
 #define SPEC_ENV_ENTRY_MAX   (32 * 1024)   /* bytes in one KEY=VALUE */
+#define SPEC_FILES_MAX       64            /* files placed in the sandbox at start */
+#define SPEC_FILES_BYTES_MAX (4ULL << 20)  /* their total size */
 
 /* The defaults of `agentbox run`. */
 #define SPEC_DEFAULT_MEMORY    (512ULL << 20)
@@ -58,9 +61,16 @@
 #define SANDBOX_HOSTNAME "agentbox"
 
 struct volume {
-	const char *host;   /* absolute host path of a directory */
+	const char *host;   /* absolute host path: a directory, a file or a FIFO */
 	const char *target; /* absolute path inside the sandbox */
 	bool read_only;
+};
+
+/* A file created in the sandbox before the command starts, owned by it. */
+struct spec_file {
+	const char *path; /* absolute, under the workdir or /tmp */
+	const char *data;
+	size_t len;
 };
 
 enum network_mode {
@@ -82,6 +92,9 @@ struct spec {
 
 	struct volume *volumes; /* spec-owned array */
 	size_t nvolumes;
+
+	const struct spec_file *files; /* caller-owned array */
+	size_t nfiles;
 
 	const char *workdir; /* absolute; created empty and writable */
 	const char *rootfs;  /* NULL = host /usr + synthesized /etc */

@@ -182,3 +182,18 @@ def test_help():
     p = run(["run", "--help"])
     assert p.returncode == 0
     assert "--memory SIZE" in p.stdout and "exit status" in p.stdout
+
+
+def test_a_fifo_volume_carries_lines_out_and_nothing_else(tmp_path):
+    """A single FIFO can be a volume: how a task's progress channel works."""
+    fifo = tmp_path / "progress"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    p = sandbox(["sh", "-c", "echo '{\"page\": 1}' > /run/agentbox/progress; "
+                             "touch /run/agentbox/other 2>&1; true"],
+                "--volume", f"{fifo}:/run/agentbox/progress")
+    out, _ = reader.communicate(timeout=10)
+    assert p.returncode == 0, p.stderr
+    assert out == '{"page": 1}\n'
+    assert "Read-only file system" in p.stdout
+    assert sorted(os.listdir(tmp_path)) == ["progress"]

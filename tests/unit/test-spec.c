@@ -74,6 +74,52 @@ static void expect_workdir_invalid(const char *workdir, int code, const char *ne
 			 needle);
 }
 
+static void test_files_accepted_under_workdir_and_tmp(void **state)
+{
+	(void)state;
+	static const struct spec_file files[] = {
+	    {"/workspace/main.py", "print(1)\n", 9},
+	    {"/workspace/pkg/deep/x.txt", "", 0},
+	    {"/tmp/input.csv", "a,b\n", 4},
+	};
+	struct spec s;
+	good_spec(&s);
+	s.files = files;
+	s.nfiles = 3;
+	expect_valid(&s);
+}
+
+static void test_files_refused_outside_or_too_many(void **state)
+{
+	(void)state;
+	struct spec s;
+	good_spec(&s);
+	static const struct spec_file etc[] = {{"/etc/passwd", "x", 1}};
+	s.files = etc;
+	s.nfiles = 1;
+	expect_invalid(&s, EINVAL, "not under /workspace or /tmp");
+	static const struct spec_file dir_itself[] = {{"/workspace", "x", 1}};
+	s.files = dir_itself;
+	expect_invalid(&s, EINVAL, "not under /workspace or /tmp");
+	static const struct spec_file prefix_trick[] = {{"/workspaces/x", "x", 1}};
+	s.files = prefix_trick;
+	expect_invalid(&s, EINVAL, "not under /workspace or /tmp");
+	static const struct spec_file dots[] = {{"/workspace/../etc/x", "x", 1}};
+	s.files = dots;
+	expect_invalid(&s, EINVAL, "'.' or '..'");
+	static struct spec_file many[SPEC_FILES_MAX + 1];
+	for (size_t i = 0; i < SPEC_FILES_MAX + 1; i++)
+		many[i] = (struct spec_file){"/tmp/f", "", 0};
+	s.files = many;
+	s.nfiles = SPEC_FILES_MAX + 1;
+	expect_invalid(&s, E2BIG, "more than 64 files");
+	static const struct spec_file big[] = {{"/tmp/a", "", SPEC_FILES_BYTES_MAX},
+					       {"/tmp/b", "", 1}};
+	s.files = big;
+	s.nfiles = 2;
+	expect_invalid(&s, E2BIG, "bytes in all");
+}
+
 /* Add one volume string (copied, since it is split in place) and validate. */
 static int validate_with_volume(const char *arg, char *buf, size_t size, struct error *err)
 {
@@ -513,8 +559,12 @@ static void test_volume_host(void **state)
 	expect_volume_invalid("rel:/x", EINVAL, "--volume");
 	snprintf(arg, sizeof(arg), "%s:/x", scratch_none);
 	expect_volume_invalid(arg, ENOENT, "--volume");
+	/* a single file (or a FIFO) may be a volume; a device may not */
+	char buf[256];
+	struct error err = {0};
 	snprintf(arg, sizeof(arg), "%s:/x", scratch_file);
-	expect_volume_invalid(arg, ENOTDIR, "--volume");
+	assert_int_equal(validate_with_volume(arg, buf, sizeof(buf), &err), 0);
+	expect_volume_invalid("/dev/null:/x", EINVAL, "not a directory, file or FIFO");
 }
 
 static void test_volume_target(void **state)
@@ -760,6 +810,8 @@ int main(void)
 	    cmocka_unit_test(test_build_env_home_override),
 	    cmocka_unit_test(test_build_env_full),
 	    cmocka_unit_test(test_release),
+	    cmocka_unit_test(test_files_accepted_under_workdir_and_tmp),
+	    cmocka_unit_test(test_files_refused_outside_or_too_many),
 	};
 	return cmocka_run_group_tests(tests, setup_scratch, teardown_scratch);
 }
