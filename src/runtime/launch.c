@@ -413,27 +413,57 @@ int sandbox_kill(struct sandbox *sb)
 	return 0;
 }
 
-/* Wait for init to exit, until the deadline, or until cancel_fd wakes us. */
-static int wait_exit(struct sandbox *sb, int cancel_fd)
+#define WAIT_FDS_MAX 16
+
+/* Milliseconds until the nearest of the deadline and the next tick; -1 = none. */
+static int poll_timeout(uint64_t now, uint64_t deadline, uint64_t next_tick)
+{
+	uint64_t until = deadline ? deadline : next_tick;
+	if (next_tick && next_tick < until)
+		until = next_tick;
+	if (!until)
+		return -1;
+	return now >= until ? 0 : (int)((until - now + 999999) / 1000000);
+}
+
+/*
+ * Wait for init to exit, until the deadline, or until cancel_fd wakes us;
+ * meanwhile serve io's fds and ticks.
+ */
+static int wait_exit(struct sandbox *sb, int cancel_fd, const struct sandbox_io *io)
 {
 	uint64_t deadline = sb->timeout_ms ? sb->start_ns + sb->timeout_ms * 1000000ULL : 0;
+	uint64_t tick_ns = io && io->tick_ms ? io->tick_ms * 1000000ULL : 0;
+	uint64_t next_tick = tick_ns ? now_ns() + tick_ns : 0;
+	size_t nio = io ? io->nfds : 0;
+	if (nio > WAIT_FDS_MAX - 2)
+		return -E2BIG;
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = sb->pidfd, .events = POLLIN},
-					{.fd = cancel_fd, .events = POLLIN}};
-		int timeout = -1;
-		if (deadline && !sb->timed_out) {
-			uint64_t now = now_ns();
-			timeout = now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
-		}
-		int n = poll(pfd, cancel_fd >= 0 ? 2 : 1, timeout);
+		struct pollfd pfd[WAIT_FDS_MAX] = {{.fd = sb->pidfd, .events = POLLIN},
+						   {.fd = cancel_fd, .events = POLLIN}};
+		for (size_t i = 0; i < nio; i++)
+			pfd[2 + i] = io->fds[i];
+		uint64_t now = now_ns();
+		int n = poll(pfd, 2 + nio,
+			     poll_timeout(now, sb->timed_out ? 0 : deadline, next_tick));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
+		for (size_t i = 0; i < nio; i++) {
+			io->fds[i].revents = pfd[2 + i].revents;
+			if (pfd[2 + i].revents)
+				io->ready(&io->fds[i], i, io->data);
+		}
+		now = now_ns();
+		if (next_tick && now >= next_tick) {
+			io->tick(io->data);
+			next_tick = now + tick_ns;
+		}
 		if (pfd[0].revents)
 			return 0;
-		if (n == 0) {
+		if (deadline && !sb->timed_out && now >= deadline) {
 			sb->timed_out = true;
 			sandbox_kill(sb);
 		} else if (pfd[1].revents) {
@@ -486,8 +516,14 @@ static void classify(const struct sandbox *sb, int init_status, const struct lau
 int sandbox_wait(struct sandbox *sb, int cancel_fd, struct sandbox_result *ret,
 		 struct error *err)
 {
+	return sandbox_wait_io(sb, cancel_fd, NULL, ret, err);
+}
+
+int sandbox_wait_io(struct sandbox *sb, int cancel_fd, const struct sandbox_io *io,
+		    struct sandbox_result *ret, struct error *err)
+{
 	struct sandbox_result res = {0};
-	int r = wait_exit(sb, cancel_fd);
+	int r = wait_exit(sb, cancel_fd, io);
 	if (r < 0)
 		return error_set_errno(err, -r, "waiting for the sandbox");
 	siginfo_t info = {0};

@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "runtime/spec.h"
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -68,6 +69,24 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
  */
 int sandbox_wait(struct sandbox *sb, int cancel_fd, struct sandbox_result *ret,
 		 struct error *err);
+
+/*
+ * Work a supervisor does while it waits: watch fds (an entry with fd < 0
+ * is skipped, as poll() does; ready() may set it to -1 to stop watching),
+ * and call tick() every tick_ms (0 = never). At most 14 fds.
+ */
+struct sandbox_io {
+	struct pollfd *fds;
+	size_t nfds;
+	void (*ready)(struct pollfd *pfd, size_t index, void *data);
+	unsigned tick_ms;
+	void (*tick)(void *data);
+	void *data;
+};
+
+/* sandbox_wait() that serves io meanwhile. */
+int sandbox_wait_io(struct sandbox *sb, int cancel_fd, const struct sandbox_io *io,
+		    struct sandbox_result *ret, struct error *err);
 
 /* Kill the sandbox now (the wait then reports how it ended). */
 int sandbox_kill(struct sandbox *sb);

@@ -1,0 +1,258 @@
+#include "supervisor/attempt.h"
+
+#include "base/cleanup.h"
+#include "base/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ATTEMPT_JSON_MAX (8ULL << 20)
+
+static json_t *read_json(int dirfd, const char *name, struct error *err)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		error_set_errno(err, errno, "%s", name);
+		return NULL;
+	}
+	json_error_t jerr;
+	json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j)
+		error_set(err, EINVAL, "%s: line %d: %s", name, jerr.line, jerr.text);
+	return j;
+}
+
+static uint64_t limit_u64(json_t *limits, const char *key, uint64_t dflt)
+{
+	json_t *v = json_object_get(limits, key);
+	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
+							       : dflt;
+}
+
+static int load_limits(json_t *limits, struct spec *s)
+{
+	s->memory_bytes = limit_u64(limits, "memory_mb", SPEC_DEFAULT_MEMORY >> 20) << 20;
+	s->pids = limit_u64(limits, "pids", SPEC_DEFAULT_PIDS);
+	s->disk_bytes = limit_u64(limits, "disk_mb", SPEC_DEFAULT_DISK >> 20) << 20;
+	json_t *cpus = json_object_get(limits, "cpus");
+	if (json_is_number(cpus))
+		s->cpu_milli = (uint64_t)llround(json_number_value(cpus) * 1000.0);
+	json_t *t = json_object_get(limits, "timeout_s");
+	if (json_is_number(t))
+		s->timeout_ms = (uint64_t)llround(json_number_value(t) * 1000.0);
+	return 0;
+}
+
+static int load_command(json_t *cmd, struct attempt *a, struct error *err)
+{
+	size_t n = json_array_size(cmd);
+	if (!json_is_array(cmd) || n == 0)
+		return error_set(err, EINVAL, "attempt.json: spec.command is not a non-empty array");
+	a->argv = calloc(n + 1, sizeof(char *));
+	if (!a->argv)
+		return error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *arg = json_string_value(json_array_get(cmd, i));
+		if (!arg || !(a->argv[i] = strdup(arg)))
+			return error_set(err, EINVAL, "attempt.json: spec.command[%zu]", i);
+	}
+	a->spec.argv = (const char *const *)a->argv;
+	a->spec.argc = n;
+	return 0;
+}
+
+/* The task's env, then what agentbox tells it: where progress goes, which attempt. */
+static int load_env(json_t *env, struct attempt *a, struct error *err)
+{
+	size_t n = json_object_size(env), i = 0;
+	a->env = calloc(n + 4, sizeof(char *));
+	if (!a->env)
+		return error_set(err, ENOMEM, "out of memory");
+	const char *key;
+	json_t *val;
+	json_object_foreach(env, key, val)
+	{
+		if (!json_is_string(val) || asprintf(&a->env[i++], "%s=%s", key, json_string_value(val)) < 0)
+			return error_set(err, EINVAL, "attempt.json: spec.env.%s", key);
+	}
+	if (asprintf(&a->env[i++], "AGENTBOX_PROGRESS=%s", ATTEMPT_PROGRESS_TARGET) < 0 ||
+	    asprintf(&a->env[i++], "AGENTBOX_ATTEMPT=%" PRIu32, a->attempt) < 0 ||
+	    asprintf(&a->env[i++], "AGENTBOX_TASK_ID=%s", a->task_id) < 0)
+		return error_set(err, ENOMEM, "out of memory");
+	for (size_t k = 0; k < i; k++) {
+		int r = spec_add_env(&a->spec, a->env[k]);
+		if (r < 0)
+			return error_set(err, -r, "attempt.json: too many env entries");
+	}
+	return 0;
+}
+
+static int load_files(json_t *files, struct attempt *a, struct error *err)
+{
+	size_t n = json_object_size(files), i = 0;
+	if (n == 0)
+		return 0;
+	a->files = calloc(n, sizeof(*a->files));
+	if (!a->files)
+		return error_set(err, ENOMEM, "out of memory");
+	const char *path;
+	json_t *content;
+	json_object_foreach(files, path, content)
+	{
+		if (!json_is_string(content))
+			return error_set(err, EINVAL, "attempt.json: spec.files.%s", path);
+		char *p = strdup(path);
+		char *d = malloc(json_string_length(content) + 1);
+		if (!p || !d) {
+			free(p);
+			free(d);
+			return error_set(err, ENOMEM, "out of memory");
+		}
+		memcpy(d, json_string_value(content), json_string_length(content) + 1);
+		a->files[i++] = (struct spec_file){.path = p, .data = d, .len = json_string_length(content)};
+	}
+	a->spec.files = a->files;
+	a->spec.nfiles = i;
+	return 0;
+}
+
+int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *err)
+{
+	*a = (struct attempt){0};
+	spec_init(&a->spec);
+	json_t *root = read_json(dirfd, "attempt.json", err);
+	if (!root)
+		return -err->code;
+	int r = 0;
+	json_t *spec = json_object_get(root, "spec");
+	const char *id = json_string_value(json_object_get(root, "task_id"));
+	json_t *attempt = json_object_get(root, "attempt");
+	if (!id || strlen(id) >= sizeof(a->task_id) || !json_is_integer(attempt) ||
+	    !json_is_object(spec)) {
+		r = error_set(err, EINVAL, "attempt.json: needs task_id, attempt and spec");
+		goto out;
+	}
+	snprintf(a->task_id, sizeof(a->task_id), "%s", id);
+	a->attempt = (uint32_t)json_integer_value(attempt);
+	if ((r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
+	    (r = load_limits(json_object_get(spec, "limits"), &a->spec)) < 0 ||
+	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
+	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
+		goto out;
+	/* <task dir>/state is /state; the FIFO in this directory is the progress channel */
+	snprintf(a->state_dir, sizeof(a->state_dir), "%s/../state", dir);
+	snprintf(a->progress_fifo, sizeof(a->progress_fifo), "%s/progress", dir);
+	a->volumes[0] = (struct volume){.host = a->state_dir, .target = ATTEMPT_STATE_TARGET};
+	a->volumes[1] = (struct volume){.host = a->progress_fifo, .target = ATTEMPT_PROGRESS_TARGET};
+	a->spec.volumes = NULL;
+	for (size_t i = 0; i < 2; i++) {
+		struct volume *n = realloc(a->spec.volumes, (i + 1) * sizeof(*n));
+		if (!n) {
+			r = error_set(err, ENOMEM, "out of memory");
+			goto out;
+		}
+		n[i] = a->volumes[i];
+		a->spec.volumes = n;
+		a->spec.nvolumes = i + 1;
+	}
+out:
+	json_decref(root);
+	return r;
+}
+
+void attempt_release(struct attempt *a)
+{
+	spec_release(&a->spec);
+	for (char **p = a->argv; p && *p; p++)
+		free(*p);
+	free(a->argv);
+	for (char **p = a->env; p && *p; p++)
+		free(*p);
+	free(a->env);
+	for (size_t i = 0; i < a->spec.nfiles; i++) {
+		free((char *)a->files[i].path);
+		free((char *)a->files[i].data);
+	}
+	free(a->files);
+	*a = (struct attempt){0};
+}
+
+static const char *end_name(const struct sandbox_result *r)
+{
+	switch (r->end) {
+	case SANDBOX_EXITED:
+		return r->exit_status == 0 ? "succeeded" : "failed";
+	case SANDBOX_OOM_KILLED:
+		return "oom_killed";
+	case SANDBOX_TIMED_OUT:
+		return "timed_out";
+	case SANDBOX_CANCELLED:
+		return "cancelled";
+	case SANDBOX_SIGNALED:
+	case SANDBOX_EXEC_FAILED:
+	case SANDBOX_SETUP_FAILED:
+		break;
+	}
+	return "failed";
+}
+
+/* The exit code a task reports: as `agentbox run` would exit. */
+static json_t *exit_code_of(const struct sandbox_result *r)
+{
+	switch (r->end) {
+	case SANDBOX_EXITED:
+		return json_integer(r->exit_status);
+	case SANDBOX_SIGNALED:
+		return json_integer(128 + r->term_signal);
+	case SANDBOX_OOM_KILLED:
+		return json_integer(137);
+	case SANDBOX_TIMED_OUT:
+		return json_integer(124);
+	case SANDBOX_EXEC_FAILED:
+		return json_integer(r->exec_errno == ENOENT ? 127 : 126);
+	case SANDBOX_CANCELLED:
+	case SANDBOX_SETUP_FAILED:
+		break;
+	}
+	return json_null();
+}
+
+int attempt_write_result(int dirfd, const struct sandbox_result *res, const char *error,
+			 const struct attempt_counts *c)
+{
+	json_t *j = json_pack(
+		"{s:s, s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "end",
+		end_name(res), "exit_code", exit_code_of(res), "signal",
+		res->term_signal ? json_integer(res->term_signal) : json_null(), "error",
+		error ? json_string(error) : json_null(), "oom_killed", res->oom_killed, "wall_ms",
+		(json_int_t)res->wall_ms, "cpu_ms", (json_int_t)res->cpu_ms, "peak_memory_bytes",
+		(json_int_t)res->peak_memory_bytes, "progress_lines", (json_int_t)c->progress_lines,
+		"malformed_progress", (json_int_t)c->malformed_progress, "oversized_progress",
+		(json_int_t)c->oversized_progress, "output_bytes", (json_int_t)c->output_bytes,
+		"output_dropped", (json_int_t)c->output_dropped);
+	if (!j)
+		return -ENOMEM;
+	_cleanup_free_ char *text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	int r;
+	_cleanup_close_ int fd =
+		openat(dirfd, "result.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if ((r = write_all(fd, text, strlen(text))) < 0 || (r = write_all(fd, "\n", 1)) < 0)
+		return r;
+	if (fsync(fd) < 0 || renameat(dirfd, "result.json.tmp", dirfd, "result.json") < 0 ||
+	    fsync(dirfd) < 0)
+		return -errno;
+	return 0;
+}

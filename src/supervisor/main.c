@@ -1,0 +1,288 @@
+/*
+ * agentbox-supervisor - runs one attempt of one task, and outlives the
+ * daemon that started it.
+ *
+ *	agentbox-supervisor ATTEMPT_DIR
+ *
+ * It starts the task's sandbox, keeps its output (capped) and its accepted
+ * progress lines in journals that it makes durable every 50 ms and at the
+ * end, and writes result.json when the attempt ends (see attempt.h for
+ * the files). SIGTERM, SIGINT or SIGHUP cancel the attempt. The daemon
+ * may die and come back meanwhile: nothing here depends on it.
+ *
+ * Exit status: 0 once result.json is written; 1 when the attempt could
+ * not be run or recorded (supervisor.log says why); 2 for a usage error.
+ * A supervisor that vanishes without result.json leaves its task "lost".
+ */
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "runtime/sandbox.h"
+#include "supervisor/attempt.h"
+#include "supervisor/journal.h"
+#include "supervisor/progress.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SYNC_EVERY_MS 50
+#define OUTPUT_MARKER "\n[agentbox: output truncated: the log cap was reached]\n"
+
+struct supervisor {
+	int dirfd;
+	int out_fd;  /* read end of the task's stdout+stderr */
+	int fifo_fd; /* the progress channel, held open read-write */
+	struct journal output, events;
+	struct progress progress;
+	struct pollfd fds[2];
+	int failed; /* first journal error, -errno */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("agentbox-supervisor: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void keep_error(struct supervisor *s, int r)
+{
+	if (r < 0 && s->failed == 0)
+		s->failed = r;
+}
+
+/* Read what is there; returns false at EOF or on an error. */
+static bool pump_output(struct supervisor *s)
+{
+	char buf[65536];
+	ssize_t n = read(s->out_fd, buf, sizeof(buf));
+	if (n > 0) {
+		keep_error(s, journal_append(&s->output, buf, (size_t)n));
+		return true;
+	}
+	return n < 0 && (errno == EINTR || errno == EAGAIN);
+}
+
+static bool pump_progress(struct supervisor *s)
+{
+	char buf[65536];
+	ssize_t n = read(s->fifo_fd, buf, sizeof(buf));
+	if (n > 0) {
+		keep_error(s, progress_feed(&s->progress, buf, (size_t)n));
+		return true;
+	}
+	return false; /* EAGAIN: we hold a writer, so the FIFO never reports EOF */
+}
+
+static void on_ready(struct pollfd *pfd, size_t index, void *data)
+{
+	struct supervisor *s = data;
+	if (index == 0) {
+		if (!pump_output(s))
+			pfd->fd = -1;
+	} else {
+		while (pump_progress(s))
+			;
+	}
+}
+
+static void on_tick(void *data)
+{
+	struct supervisor *s = data;
+	keep_error(s, journal_sync(&s->output));
+	keep_error(s, journal_sync(&s->events));
+}
+
+/* The supervisor's own file: "pid starttime", to tell a live one from a reused pid. */
+static int write_pid_file(int dirfd)
+{
+	char stat[1024], text[64];
+	if (read_file_at(AT_FDCWD, "/proc/self/stat", stat, sizeof(stat)) < 0)
+		return -errno;
+	const char *p = strrchr(stat, ')');
+	unsigned long long start = 0;
+	/* after "pid (comm)": state is field 3, starttime field 22 */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+				"%*d %*d %*d %llu",
+			 &start) != 1)
+		return -EINVAL;
+	snprintf(text, sizeof(text), "%d %llu\n", (int)getpid(), start);
+	_cleanup_close_ int fd =
+		openat(dirfd, "supervisor", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, text, strlen(text));
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	return r;
+}
+
+/* The task's stdout and stderr are one pipe; stdin is /dev/null. */
+static int redirect_for_sandbox(int out_w)
+{
+	_cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0 || dup2(null, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
+		return -errno;
+	return 0;
+}
+
+static int open_channels(struct supervisor *s)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	s->out_fd = p[0];
+	if (mkfifoat(s->dirfd, "progress", 0600) < 0 && errno != EEXIST)
+		return -errno;
+	s->fifo_fd = openat(s->dirfd, "progress", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (s->fifo_fd < 0)
+		return -errno;
+	int r = journal_open(&s->output, s->dirfd, "output", ATTEMPT_OUTPUT_CAP_DEFAULT,
+			     OUTPUT_MARKER);
+	if (r == 0)
+		r = journal_open(&s->events, s->dirfd, "events", UINT64_MAX, NULL);
+	if (r < 0)
+		return r;
+	return p[1];
+}
+
+static int run(const char *dir)
+{
+	struct supervisor s = {.out_fd = -1, .fifo_fd = -1};
+	struct attempt a;
+	struct error err = {0};
+	int r;
+
+	s.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s.dirfd < 0) {
+		note("%s: %s", dir, strerror(errno));
+		return 1;
+	}
+	/* From here on, complaints go to supervisor.log. */
+	int log = openat(s.dirfd, "supervisor.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (log < 0 || dup2(log, 2) < 0) {
+		note("%s/supervisor.log: %s", dir, strerror(errno));
+		return 1;
+	}
+	close(log);
+	if ((r = write_pid_file(s.dirfd)) < 0) {
+		note("cannot write the pid file: %s", strerror(-r));
+		return 1;
+	}
+	if (attempt_load(dir, s.dirfd, &a, &err) < 0) {
+		note("%s", err.msg);
+		return 1;
+	}
+	char state[2048];
+	snprintf(state, sizeof(state), "%s/../state", dir);
+	if (mkdir(state, 0700) < 0 && errno != EEXIST) {
+		note("%s: %s", state, strerror(errno));
+		return 1;
+	}
+	int out_w = open_channels(&s);
+	if (out_w < 0) {
+		note("cannot open the attempt's files: %s", strerror(-out_w));
+		return 1;
+	}
+	s.progress = (struct progress){.events = &s.events, .now_ms = now_ms};
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	_cleanup_close_ int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+
+	struct sandbox_result res = {0};
+	const char *error = NULL;
+	struct sandbox *sb = NULL;
+	int saved_err = fcntl(2, F_DUPFD_CLOEXEC, 3);
+	if (sigfd < 0 || saved_err < 0 || redirect_for_sandbox(out_w) < 0) {
+		note("cannot prepare the sandbox's stdio: %s", strerror(errno));
+		return 1;
+	}
+	r = spec_validate(&a.spec, &err);
+	if (r == 0)
+		r = sandbox_start(&a.spec, &sb, &err);
+	/* our stdout goes nowhere, our stderr back to the log; the task keeps the pipe */
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	dup2(null, 1);
+	dup2(saved_err, 2);
+	close(null);
+	close(saved_err);
+	close(out_w);
+
+	if (r < 0) {
+		res = (struct sandbox_result){.end = SANDBOX_SETUP_FAILED};
+		error = err.msg;
+	} else {
+		s.fds[0] = (struct pollfd){.fd = s.out_fd, .events = POLLIN};
+		s.fds[1] = (struct pollfd){.fd = s.fifo_fd, .events = POLLIN};
+		struct sandbox_io io = {.fds = s.fds, .nfds = 2, .ready = on_ready,
+					.tick_ms = SYNC_EVERY_MS, .tick = on_tick, .data = &s};
+		r = sandbox_wait_io(sb, sigfd, &io, &res, &err);
+		sandbox_free(sb);
+		if (r < 0) {
+			note("%s", err.msg);
+			return 1;
+		}
+		if (res.end == SANDBOX_SETUP_FAILED)
+			error = err.msg;
+		else if (res.end == SANDBOX_EXEC_FAILED)
+			error = res.exec_errno == ENOENT ? "command not found" : strerror(res.exec_errno);
+	}
+	/* Whatever is left in the pipe and the channel belongs to the record. */
+	while (s.fds[0].fd >= 0 && pump_output(&s))
+		;
+	while (pump_progress(&s))
+		;
+	keep_error(&s, progress_finish(&s.progress));
+	on_tick(&s);
+	if (s.failed < 0) {
+		note("cannot keep the journals: %s", strerror(-s.failed));
+		return 1;
+	}
+	struct attempt_counts counts = {
+		.progress_lines = s.progress.accepted,
+		.malformed_progress = s.progress.malformed,
+		.oversized_progress = s.progress.oversized,
+		.output_bytes = s.output.size,
+		.output_dropped = s.output.dropped,
+	};
+	if ((r = attempt_write_result(s.dirfd, &res, error, &counts)) < 0) {
+		note("cannot write result.json: %s", strerror(-r));
+		return 1;
+	}
+	attempt_release(&a);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] != '/') {
+		fputs("usage: agentbox-supervisor ATTEMPT_DIR (an absolute path)\n", stderr);
+		return 2;
+	}
+	return run(argv[1]);
+}
