@@ -6,6 +6,7 @@
  *   <state>/tasks/<task id>/attempt-<N>/    one attempt (this directory):
  *       attempt.json   written by the daemon before it starts the supervisor:
  *                      {"task_id": ..., "attempt": N, "spec": <the task's spec>}
+ *       lock           held (flock) by the supervisor for as long as it lives
  *       supervisor     "<pid> <start time>\n" of the supervisor, once it runs
  *       progress       the FIFO the task writes progress lines to
  *       events, events.len   accepted progress lines (see progress.h), and

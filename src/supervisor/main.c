@@ -10,6 +10,10 @@
  * the files). SIGTERM, SIGINT or SIGHUP cancel the attempt. The daemon
  * may die and come back meanwhile: nothing here depends on it.
  *
+ * While it runs it holds a lock on <attempt>/lock (inherited as fd 3 from
+ * the daemon, or taken itself): the daemon's proof that the attempt is
+ * still supervised, whatever became of pids.
+ *
  * Exit status: 0 once result.json is written; 1 when the attempt could
  * not be run or recorded (supervisor.log says why); 2 for a usage error.
  * A supervisor that vanishes without result.json leaves its task "lost".
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -137,6 +142,29 @@ static int write_pid_file(int dirfd)
 	return r;
 }
 
+/*
+ * The attempt's lock, held for as long as we live: the daemon's proof that
+ * this attempt is still supervised. The daemon takes it before starting us
+ * and hands us that open file as fd 3; run by hand, we take it ourselves.
+ */
+#define LOCK_FD 3
+static int hold_lock(int dirfd)
+{
+	struct stat mine, lock;
+	if (fstatat(dirfd, "lock", &lock, AT_SYMLINK_NOFOLLOW) == 0 && fstat(LOCK_FD, &mine) == 0 &&
+	    mine.st_dev == lock.st_dev && mine.st_ino == lock.st_ino)
+		return fcntl(LOCK_FD, F_SETFD, FD_CLOEXEC) < 0 ? -errno : LOCK_FD;
+	int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 /* The task's stdout and stderr are one pipe; stdin is /dev/null. */
 static int redirect_for_sandbox(int out_w)
 {
@@ -185,6 +213,10 @@ static int run(const char *dir)
 		return 1;
 	}
 	close(log);
+	if ((r = hold_lock(s.dirfd)) < 0) {
+		note("cannot hold the attempt's lock: %s", r == -EBUSY ? "another supervisor runs this attempt" : strerror(-r));
+		return 1;
+	}
 	if ((r = write_pid_file(s.dirfd)) < 0) {
 		note("cannot write the pid file: %s", strerror(-r));
 		return 1;

@@ -1,0 +1,441 @@
+#include "sched/sched.h"
+
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "core/task.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* fd number of the attempt lock in a freshly spawned supervisor */
+#define SUPERVISOR_LOCK_FD 3
+/* how much of an events journal one step imports at most */
+#define IMPORT_CHUNK (4u << 20)
+
+extern char **environ;
+
+struct running {
+	char id[TASK_ID_SIZE];
+	uint32_t attempt;
+	int lock_fd;      /* <attempt>/lock: held by the supervisor while it lives */
+	uint64_t offset;  /* bytes of the events journal consumed */
+	uint64_t imported; /* progress lines of this attempt in the store */
+	bool cancel_sent;
+};
+
+struct sched {
+	struct sched_config cfg;
+	struct store *st;
+	struct running *run;
+	size_t nrun, cap;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void attempt_dir(const struct sched *s, const char *id, uint32_t attempt, char *buf,
+			size_t size)
+{
+	snprintf(buf, size, "%s/tasks/%s/attempt-%" PRIu32, s->cfg.state_dir, id, attempt);
+}
+
+int sched_new(const struct sched_config *cfg, struct store *st, struct sched **ret,
+	      struct error *err)
+{
+	if (cfg->max_running < 1 || cfg->max_running > SCHED_MAX_RUNNING_MAX)
+		return error_set(err, EINVAL, "max running tasks must be between 1 and %d",
+				 SCHED_MAX_RUNNING_MAX);
+	struct sched *s = calloc(1, sizeof(*s));
+	if (!s)
+		return error_set(err, ENOMEM, "out of memory");
+	s->cfg = *cfg;
+	s->st = st;
+	*ret = s;
+	return 0;
+}
+
+struct sched *sched_free(struct sched *s)
+{
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < s->nrun; i++)
+		CLOSE_FD(s->run[i].lock_fd);
+	free(s->run);
+	free(s);
+	return NULL;
+}
+
+unsigned sched_running(const struct sched *s)
+{
+	return (unsigned)s->nrun;
+}
+
+size_t sched_poll_fds(struct sched *s, int *fds, size_t max)
+{
+	(void)s;
+	(void)fds;
+	(void)max;
+	return 0; /* ends are noticed by the periodic step (lock probes) */
+}
+
+static struct running *track(struct sched *s, const char *id, uint32_t attempt, int lock_fd)
+{
+	if (s->nrun == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct running *n = realloc(s->run, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		s->run = n;
+		s->cap = cap;
+	}
+	struct running *r = &s->run[s->nrun++];
+	*r = (struct running){.attempt = attempt, .lock_fd = lock_fd};
+	snprintf(r->id, sizeof(r->id), "%s", id);
+	return r;
+}
+
+static void untrack(struct sched *s, struct running *r)
+{
+	CLOSE_FD(r->lock_fd);
+	*r = s->run[--s->nrun];
+}
+
+/* Is the supervisor of r alive? Its lock answers, whatever became of its pid. */
+static bool supervisor_is_alive(struct running *r)
+{
+	if (r->lock_fd < 0)
+		return false;
+	if (flock(r->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+		flock(r->lock_fd, LOCK_UN);
+		return false;
+	}
+	return errno == EWOULDBLOCK;
+}
+
+struct count_ctx {
+	uint32_t attempt;
+	uint64_t n;
+	int64_t last;
+};
+
+static int count_progress(const struct task_event *ev, void *data)
+{
+	struct count_ctx *c = data;
+	if (ev->type == TASK_EVENT_PROGRESS && ev->attempt == c->attempt)
+		c->n++;
+	c->last = ev->seq;
+	return 0;
+}
+
+/* How many progress lines of this attempt the store holds already. */
+static int count_imported(struct sched *s, struct running *r, struct error *err)
+{
+	struct count_ctx c = {.attempt = r->attempt};
+	for (;;) {
+		int64_t before = c.last;
+		int rr = store_events_list(s->st, r->id, c.last, STORE_LIST_MAX, count_progress, &c,
+					   err);
+		if (rr < 0)
+			return rr;
+		if (c.last == before)
+			break;
+	}
+	r->imported = c.n;
+	return 0;
+}
+
+/* Import the durable, complete lines of r's events journal. */
+static int import_events(struct sched *s, struct running *r, struct error *err)
+{
+	char dir[4096], path[4200];
+	attempt_dir(s, r->id, r->attempt, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/events.len", dir);
+	uint64_t durable;
+	if (read_u64_at(AT_FDCWD, path, &durable) < 0 || durable <= r->offset)
+		return 0;
+	if (durable - r->offset > IMPORT_CHUNK)
+		durable = r->offset + IMPORT_CHUNK;
+	snprintf(path, sizeof(path), "%s/events", dir);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	size_t len = (size_t)(durable - r->offset);
+	_cleanup_free_ char *buf = malloc(len + 1);
+	if (!buf)
+		return error_set(err, ENOMEM, "out of memory");
+	ssize_t n = pread(fd, buf, len, (off_t)r->offset);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	int rr = store_tx_begin(s->st, err);
+	if (rr < 0)
+		return rr;
+	char *line = buf, *nl;
+	uint64_t consumed = 0, imported = r->imported;
+	while ((nl = strchr(line, '\n'))) {
+		*nl = '\0';
+		json_t *rec = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
+		json_int_t no = json_integer_value(json_object_get(rec, "line"));
+		json_int_t t = json_integer_value(json_object_get(rec, "time"));
+		json_t *data = json_object_get(rec, "data");
+		if (rec && json_is_object(data) && (uint64_t)no > imported) {
+			_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
+			rr = text ? store_progress_append(s->st, r->id, r->attempt, text, t, NULL, err)
+				  : -ENOMEM;
+			if (rr == 0)
+				imported = (uint64_t)no;
+		}
+		json_decref(rec);
+		if (rr < 0)
+			break;
+		consumed += (uint64_t)(nl - line) + 1;
+		line = nl + 1;
+	}
+	if (rr < 0) {
+		store_tx_rollback(s->st);
+		return rr;
+	}
+	if ((rr = store_tx_commit(s->st, err)) < 0)
+		return rr;
+	r->offset += consumed;
+	r->imported = imported;
+	return 0;
+}
+
+/* Read result.json of r's attempt: -ENOENT while the attempt has not ended. */
+static int read_result(struct sched *s, struct running *r, enum task_status *end, int *exit_code,
+		       char **error)
+{
+	char path[4200];
+	attempt_dir(s, r->id, r->attempt, path, sizeof(path));
+	strncat(path, "/result.json", sizeof(path) - strlen(path) - 1);
+	json_t *j = json_load_file(path, 0, NULL);
+	if (!j)
+		return access(path, F_OK) == 0 ? -EINVAL : -ENOENT;
+	const char *e = json_string_value(json_object_get(j, "end"));
+	json_t *code = json_object_get(j, "exit_code");
+	const char *msg = json_string_value(json_object_get(j, "error"));
+	int r2 = e ? task_status_parse(e, end) : -EINVAL;
+	if (r2 == 0 && !task_status_is_final(*end))
+		r2 = -EINVAL;
+	*exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+	*error = msg ? strdup(msg) : NULL;
+	json_decref(j);
+	return r2;
+}
+
+/* The attempt of r ended (its supervisor is gone): record how. */
+static int finish(struct sched *s, struct running *r, struct error *err)
+{
+	int rr = import_events(s, r, err);
+	if (rr < 0)
+		return rr;
+	enum task_status end;
+	int exit_code = -1;
+	_cleanup_free_ char *error = NULL;
+	rr = read_result(s, r, &end, &exit_code, &error);
+	if (rr < 0) {
+		end = TASK_LOST;
+		exit_code = -1;
+		free(error);
+		error = strdup(rr == -ENOENT ? "the supervisor ended without a result"
+					      : "the attempt's result.json is unreadable");
+	}
+	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error, now_ms(), NULL,
+				    err);
+	if (rr == -ESTALE)
+		rr = 0; /* recorded already, by an earlier run of ours */
+	return rr;
+}
+
+static void supervisor_pid(struct sched *s, struct running *r, pid_t *ret)
+{
+	char dir[4096], path[4200], text[64];
+	attempt_dir(s, r->id, r->attempt, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/supervisor", dir);
+	int pid = 0;
+	if (read_file_at(AT_FDCWD, path, text, sizeof(text)) > 0 && sscanf(text, "%d", &pid) == 1)
+		*ret = pid;
+}
+
+static void cancel_if_asked(struct sched *s, struct running *r)
+{
+	if (r->cancel_sent)
+		return;
+	struct task t = {0};
+	struct error err = {0};
+	if (store_task_get(s->st, r->id, &t, &err) < 0)
+		return;
+	bool asked = t.cancel_requested;
+	task_release(&t);
+	pid_t pid = 0;
+	if (asked && supervisor_is_alive(r)) {
+		supervisor_pid(s, r, &pid);
+		if (pid > 0 && kill(pid, SIGTERM) == 0)
+			r->cancel_sent = true;
+	}
+}
+
+static int write_attempt_json(const char *dir, const struct task *t)
+{
+	json_t *spec = json_loads(t->spec_json, 0, NULL);
+	json_t *root = spec ? json_pack("{s:s, s:I, s:o}", "task_id", t->id, "attempt",
+					(json_int_t)t->attempt, "spec", spec)
+			    : NULL;
+	if (!root)
+		return -EINVAL;
+	_cleanup_free_ char *text = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	if (!text)
+		return -ENOMEM;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/attempt.json", dir);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, text, strlen(text));
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	return r;
+}
+
+/*
+ * Start the supervisor of t's new attempt. We take the attempt's lock and
+ * hand that very open file to the supervisor as fd 3, then let go of ours:
+ * from the first instant, the lock is held exactly while it lives.
+ */
+static int start_attempt(struct sched *s, const struct task *t, struct error *err)
+{
+	char dir[4096], path[4200];
+	attempt_dir(s, t->id, t->attempt, dir, sizeof(dir));
+	int r = mkdir_p_at(AT_FDCWD, dir, 0700);
+	if (r < 0)
+		return error_set_errno(err, -r, "%s", dir);
+	if ((r = write_attempt_json(dir, t)) < 0)
+		return error_set_errno(err, -r, "%s/attempt.json", dir);
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	_cleanup_close_ int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
+		return error_set_errno(err, errno, "%s", path);
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+						POSIX_SPAWN_SETSIGDEF);
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, lock, SUPERVISOR_LOCK_FD);
+	char *argv[] = {(char *)s->cfg.supervisor_path, dir, NULL};
+	pid_t pid;
+	r = posix_spawn(&pid, s->cfg.supervisor_path, &fa, &attr, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	if (r != 0)
+		return error_set_errno(err, r, "cannot start %s", s->cfg.supervisor_path);
+	/* a fresh open of the lock file: probes it without sharing the supervisor's lock */
+	int probe = open(path, O_RDWR | O_CLOEXEC);
+	if (probe < 0)
+		return error_set_errno(err, errno, "%s", path);
+	if (!track(s, t->id, t->attempt, probe)) {
+		close(probe);
+		return error_set(err, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static void reap_children(void)
+{
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
+static int claim_and_start(struct sched *s, struct error *err)
+{
+	while (s->nrun < s->cfg.max_running) {
+		struct task t = {0};
+		int r = store_task_claim(s->st, now_ms(), &t, err);
+		if (r == -ENOENT)
+			return 0;
+		if (r < 0)
+			return r;
+		struct error serr = {0};
+		if (start_attempt(s, &t, &serr) < 0) {
+			/* this attempt never ran: it is lost, and retried if the task allows */
+			(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1, serr.msg,
+						     now_ms(), NULL, err);
+		}
+		task_release(&t);
+	}
+	return 0;
+}
+
+int sched_step(struct sched *s, struct error *err)
+{
+	reap_children();
+	for (size_t i = 0; i < s->nrun;) {
+		struct running *r = &s->run[i];
+		struct error terr = {0};
+		bool alive = supervisor_is_alive(r);
+		(void)import_events(s, r, &terr);
+		if (!alive) {
+			if (finish(s, r, &terr) < 0)
+				return error_set(err, terr.code, "%s: %s", r->id, terr.msg);
+			untrack(s, r);
+			continue;
+		}
+		cancel_if_asked(s, r);
+		i++;
+	}
+	return claim_and_start(s, err);
+}
+
+static int recover_one(const struct task *t, void *data)
+{
+	struct sched *s = data;
+	char dir[4096], path[4200];
+	attempt_dir(s, t->id, t->attempt, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	int probe = open(path, O_RDWR | O_CLOEXEC);
+	struct running *r = track(s, t->id, t->attempt, probe);
+	if (!r) {
+		if (probe >= 0)
+			close(probe);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int sched_recover(struct sched *s, struct error *err)
+{
+	struct task_filter f = {.statuses = TASK_STATUS_BIT(TASK_RUNNING), .limit = STORE_LIST_MAX};
+	int r = store_task_list(s->st, &f, recover_one, s, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < s->nrun; i++)
+		if ((r = count_imported(s, &s->run[i], err)) < 0)
+			return r;
+	return 0;
+}
