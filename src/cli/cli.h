@@ -21,6 +21,14 @@ int verb_run(int argc, char **argv);
 int verb_info(int argc, char **argv);
 int verb_gc(int argc, char **argv);
 
+/* The verbs that talk to agentboxd (src/client/), one file each. */
+int verb_submit(int argc, char **argv);
+int verb_status(int argc, char **argv);
+int verb_wait(int argc, char **argv);
+int verb_logs(int argc, char **argv);
+int verb_cancel(int argc, char **argv);
+int verb_ps(int argc, char **argv);
+
 /* Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -16,6 +16,12 @@ static const struct verb verbs[] = {
 	{"run", "run a command in a new sandbox and return its exit status", verb_run},
 	{"info", "show which isolation layers this host provides", verb_info},
 	{"gc", "reclaim what crashed runs left behind", verb_gc},
+	{"submit", "queue a task with agentboxd and print its id", verb_submit},
+	{"status", "show a task as JSON", verb_status},
+	{"wait", "follow a task to its end; the exit status tells how it ended", verb_wait},
+	{"logs", "print a task's output (-f: follow it)", verb_logs},
+	{"cancel", "cancel a task", verb_cancel},
+	{"ps", "list tasks", verb_ps},
 };
 
 int cli_fail(const char *fmt, ...)

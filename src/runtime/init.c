@@ -198,6 +198,8 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		_exit(125);
 	if (dup3(ctx->status_fd, INIT_STATUS_FD, O_CLOEXEC) < 0)
 		_exit(125);
+	/* A daemon that shields itself from the OOM killer must not shield us. */
+	(void)write_file_at(AT_FDCWD, "/proc/self/oom_score_adj", "0");
 	int r = cgroup_join_self(&ctx->join);
 	if (r < 0) {
 		error_set_errno(&err, -r, "join the sandbox's cgroup");

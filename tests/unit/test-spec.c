@@ -313,7 +313,7 @@ static void test_workdir_shape(void **state)
 	expect_workdir_invalid("/", EINVAL, "--workdir");
 	expect_workdir_invalid("/a/../b", EINVAL, "--workdir");
 	expect_workdir_invalid("/..", EINVAL, "--workdir");
-	expect_workdir_invalid("/work/..", EINVAL, "--workdir");
+	expect_workdir_invalid("/srv/..", EINVAL, "--workdir");
 	expect_workdir_invalid("/a/./b", EINVAL, "--workdir");
 	expect_workdir_invalid("/a/.", EINVAL, "--workdir");
 
@@ -357,7 +357,7 @@ static void test_workdir_reserved(void **state)
 	struct spec s;
 	good_spec(&s);
 	static const char *const free_names[] = {"/tmpx",    "/procfs",	  "/usrdata",
-						 "/library", "/home/tmp", "/work/proc"};
+						 "/library", "/home/tmp", "/srv/proc"};
 	for (size_t i = 0; i < sizeof(free_names) / sizeof(free_names[0]); i++) {
 		s.workdir = free_names[i];
 		expect_valid(&s);

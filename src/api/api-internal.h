@@ -1,0 +1,91 @@
+/*
+ * api-internal.h - what the files of src/api share: one handler call,
+ * the parsed query string, rendering, and error responses.
+ *
+ * A handler gets a struct api_call with the route's checks done (auth,
+ * method, body size, content type, a well-formed {id}, known query
+ * parameters) and either fills c->res and returns 0, or returns -EINVAL
+ * with c->err set (api_error_set()), -EIO with an internal error set, or
+ * -ENOMEM. api_handle() turns the last three into error responses.
+ */
+#ifndef AGENTBOX_API_API_INTERNAL_H
+#define AGENTBOX_API_API_INTERNAL_H
+
+#include "api/api.h"
+#include "api/errors.h"
+#include "api/json-util.h"
+
+#define API_JSON "application/json"
+#define API_TEXT "text/plain; charset=utf-8"
+
+/* ---- query strings (query.c) ------------------------------------------ */
+
+#define API_QUERY_PARAMS_MAX 16
+
+struct api_query {
+	size_t n;
+	struct {
+		const char *name; /* decoded, NUL-terminated; point into storage */
+		const char *value;
+	} v[API_QUERY_PARAMS_MAX];
+	char *storage;
+};
+
+/*
+ * Split and percent-decode query ("a=1&b=x%20y"; '+' is a space). Names
+ * must be in allowed (NULL-terminated; NULL = none allowed): others are
+ * unknown_field, a repeated name or a value holding NUL is invalid_field.
+ * 0, -EINVAL with e set, or -ENOMEM.
+ */
+int api_query_parse(const char *query, const char *const *allowed, struct api_query *ret,
+		    struct api_error *e);
+/* The value of name, or NULL. */
+const char *api_query_get(const struct api_query *q, const char *name);
+void api_query_release(struct api_query *q);
+
+/* A query integer in [min, max], default def when absent. */
+int api_query_int(const struct api_query *q, const char *name, int64_t min, int64_t max,
+		  int64_t def, int64_t *ret, struct api_error *e);
+
+/* ---- one call ---------------------------------------------------------- */
+
+struct api_call {
+	struct api_ctx *ctx;
+	const struct api_request *req;
+	const struct api_match *match;
+	const struct api_query *query;
+	char id[TASK_ID_SIZE]; /* the path's {id}, well-formed; "" on routes without one */
+	int64_t now;	       /* ms since the epoch, read once per call */
+	struct api_response *res;
+	struct api_error *err;
+};
+
+int api_healthz(struct api_call *c);
+int api_tasks_list(struct api_call *c);
+int api_tasks_create(struct api_call *c);
+int api_task_get(struct api_call *c);
+int api_task_cancel(struct api_call *c);
+int api_task_events(struct api_call *c);
+int api_task_logs(struct api_call *c);
+
+/* The query parameters each route takes (router.c). */
+extern const char *const *const api_route_params[API_ROUTE_COUNT];
+
+/* Set res to status with b's text as a JSON body; takes b's buffer. */
+int api_respond(struct api_call *c, int status, const char *content_type, struct jbuf *b);
+
+/* A failed store call r (with se) as an API error: -ENOENT is not_found. */
+int api_store_error(struct api_call *c, int r, const struct error *se);
+
+/* Replace ret's body with the error response of e. 0 or -ENOMEM. */
+int api_error_respond(const struct api_error *e, struct api_response *ret);
+
+/* ---- rendering (render.c) --------------------------------------------- */
+
+/* "2024-05-01T12:00:00.123Z", or null for 0. */
+void api_render_time(struct jbuf *b, int64_t ms);
+/* The task object of GET /v1/tasks/{id}. */
+void api_render_task(struct jbuf *b, const struct task *t);
+void api_render_event(struct jbuf *b, const struct task_event *ev);
+
+#endif

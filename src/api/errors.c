@@ -1,0 +1,130 @@
+/*
+ * errors.c - the one table of API errors: stable name and HTTP status,
+ * and the error response every failure becomes.
+ */
+#include "api/api-internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	int status;
+} table[API_ERR_COUNT] = {
+    [API_ERR_INVALID_JSON] = {"invalid_json", 400},
+    [API_ERR_INVALID_FIELD] = {"invalid_field", 400},
+    [API_ERR_MISSING_FIELD] = {"missing_field", 400},
+    [API_ERR_UNKNOWN_FIELD] = {"unknown_field", 400},
+    [API_ERR_INVALID_ID] = {"invalid_id", 400},
+    [API_ERR_BODY_TOO_LARGE] = {"body_too_large", 413},
+    [API_ERR_NOT_FOUND] = {"not_found", 404},
+    [API_ERR_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405},
+    [API_ERR_CONFLICT] = {"conflict", 409},
+    [API_ERR_UNAUTHORIZED] = {"unauthorized", 401},
+    [API_ERR_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415},
+    [API_ERR_INTERNAL] = {"internal", 500},
+};
+
+const char *api_error_name(enum api_error_code code)
+{
+	return (unsigned)code < API_ERR_COUNT ? table[code].name : NULL;
+}
+
+int api_error_status(enum api_error_code code)
+{
+	return (unsigned)code < API_ERR_COUNT ? table[code].status : 500;
+}
+
+int api_error_set(struct api_error *e, enum api_error_code code, const char *field, const char *fmt,
+		  ...)
+{
+	if (!e)
+		return -EINVAL;
+	e->code = code;
+	snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	e->log[0] = '\0';
+	return -EINVAL;
+}
+
+int api_error_internal(struct api_error *e, int errnum, const char *log)
+{
+	if (!e)
+		return -EIO;
+	e->code = API_ERR_INTERNAL;
+	e->field[0] = '\0';
+	snprintf(e->message, sizeof(e->message), "internal error");
+	snprintf(e->log, sizeof(e->log), "%s (%s)", log && *log ? log : "internal error",
+		 strerror(errnum > 0 ? errnum : EIO));
+	return -EIO;
+}
+
+static bool is_identifier(const char *s)
+{
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_' ||
+		      (*s >= '0' && *s <= '9')))
+			return false;
+	return true;
+}
+
+/* Keys longer than this are cut (on a UTF-8 boundary) and marked "...". */
+#define FIELD_KEY_SHOWN 160
+
+void api_field_key(char out[API_FIELD_MAX], const char *parent, const char *key)
+{
+	size_t plen = strnlen(parent, API_FIELD_MAX - 1);
+	if (is_identifier(key) && strlen(key) <= FIELD_KEY_SHOWN) {
+		snprintf(out, API_FIELD_MAX, "%.*s%s%s", (int)plen, parent, plen ? "." : "", key);
+		return;
+	}
+	size_t klen = strlen(key), shown = klen;
+	if (shown > FIELD_KEY_SHOWN) {
+		shown = FIELD_KEY_SHOWN;
+		while (shown > 0 && ((unsigned char)key[shown] & 0xc0) == 0x80)
+			shown--; /* do not cut a character in two */
+	}
+	struct jbuf b = {.max = API_FIELD_MAX - 8};
+	jbuf_put(&b, parent, plen);
+	jbuf_put(&b, "[", 1);
+	jbuf_str(&b, key, shown);
+	if (shown < klen)
+		jbuf_puts(&b, "...");
+	jbuf_put(&b, "]", 1);
+	snprintf(out, API_FIELD_MAX, "%s", b.failed ? parent : b.p);
+	jbuf_release(&b);
+}
+
+void api_field_index(char out[API_FIELD_MAX], const char *parent, size_t index)
+{
+	snprintf(out, API_FIELD_MAX, "%s[%zu]", parent, index);
+}
+
+int api_error_respond(const struct api_error *e, struct api_response *ret)
+{
+	struct jbuf b = {0};
+	jbuf_puts(&b, "{\"error\":{\"code\":");
+	jbuf_strz(&b, api_error_name(e->code) ? api_error_name(e->code) : "internal");
+	jbuf_puts(&b, ",\"message\":");
+	jbuf_strz(&b, e->message);
+	if (e->field[0]) {
+		jbuf_puts(&b, ",\"field\":");
+		jbuf_strz(&b, e->field);
+	}
+	jbuf_puts(&b, "}}");
+	free(ret->body);
+	ret->body = NULL;
+	ret->body_len = 0;
+	ret->status = api_error_status(e->code);
+	ret->content_type = API_JSON;
+	if (e->code == API_ERR_INTERNAL)
+		snprintf(ret->log, sizeof(ret->log), "%s", e->log);
+	return jbuf_finish(&b, &ret->body, &ret->body_len);
+}

@@ -1,0 +1,75 @@
+/*
+ * errors.h - the API's stable error codes, and the one table (errors.c)
+ * that maps each to its HTTP status and wire name.
+ *
+ * Every error the API sends is
+ *	{"error": {"code": "<name>", "message": "<for humans>", "field": "<path>"}}
+ * with "field" only when one field (a JSON path such as
+ * "limits.memory_mb", "command[2]" or env["1X"], or a query parameter's
+ * name) is at fault. Names never change once published; messages may.
+ *
+ * A struct api_error carries one such error from where it is found to
+ * where the response is written, in inline buffers (no malloc).
+ */
+#ifndef AGENTBOX_API_ERRORS_H
+#define AGENTBOX_API_ERRORS_H
+
+#include "base/error.h"
+
+#include <stddef.h>
+
+enum api_error_code {
+	API_ERR_INVALID_JSON = 0,	/* 400: not JSON, too deep, not an object */
+	API_ERR_INVALID_FIELD,		/* 400: wrong type or value */
+	API_ERR_MISSING_FIELD,		/* 400: a required field is absent */
+	API_ERR_UNKNOWN_FIELD,		/* 400: a field or query parameter we do not know */
+	API_ERR_INVALID_ID,		/* 400: a malformed task id in the path */
+	API_ERR_BODY_TOO_LARGE,		/* 413 */
+	API_ERR_NOT_FOUND,		/* 404: no such route or task */
+	API_ERR_METHOD_NOT_ALLOWED,	/* 405 */
+	API_ERR_CONFLICT,		/* 409: the task's state forbids it */
+	API_ERR_UNAUTHORIZED,		/* 401 */
+	API_ERR_UNSUPPORTED_MEDIA_TYPE, /* 415: a body that is not application/json */
+	API_ERR_INTERNAL,		/* 500 */
+	API_ERR_COUNT
+};
+
+#define API_FIELD_MAX	256 /* bytes of a field path, NUL included; longer paths are cut */
+#define API_MESSAGE_MAX 256
+
+struct api_error {
+	enum api_error_code code;
+	char field[API_FIELD_MAX]; /* "" when no one field is at fault */
+	char message[API_MESSAGE_MAX];
+	char log[ERROR_MSG_MAX]; /* internal errors only: the cause, for the server's log */
+};
+
+/* "invalid_json", ...; NULL out of range. */
+const char *api_error_name(enum api_error_code code);
+
+/* 400, ...; 500 out of range. */
+int api_error_status(enum api_error_code code);
+
+/*
+ * Fill e (may be NULL) with code, field (NULL = none) and a formatted
+ * message. Returns -EINVAL, so a check reads
+ *	return api_error_set(e, API_ERR_INVALID_FIELD, "limits.pids", "must be ...");
+ */
+int api_error_set(struct api_error *e, enum api_error_code code, const char *field, const char *fmt,
+		  ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * An internal error: the client is told only that one happened; log
+ * (may be NULL) and errnum say why, for the server's log. Returns -EIO.
+ */
+int api_error_internal(struct api_error *e, int errnum, const char *log);
+
+/*
+ * Field paths. `parent` is a path or "" (the top level); the result is
+ * parent.key when key is a plain identifier, else parent["key"] with the
+ * key JSON-escaped and cut to a bounded length; or parent[index].
+ */
+void api_field_key(char out[API_FIELD_MAX], const char *parent, const char *key);
+void api_field_index(char out[API_FIELD_MAX], const char *parent, size_t index);
+
+#endif

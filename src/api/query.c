@@ -1,0 +1,134 @@
+/*
+ * query.c - query strings: split, percent-decode, check against the
+ * parameters a route takes.
+ */
+#include "api/api-internal.h"
+#include "base/parse.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decode s in place; false on a bad escape or a decoded NUL. */
+static bool percent_decode(char *s)
+{
+	char *out = s;
+	for (; *s; s++) {
+		if (*s == '+') {
+			*out++ = ' ';
+		} else if (*s == '%') {
+			int hi = hex_value(s[1]), lo = hi < 0 ? -1 : hex_value(s[2]);
+			if (lo < 0 || (hi == 0 && lo == 0))
+				return false;
+			*out++ = (char)(hi << 4 | lo);
+			s += 2;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+	return true;
+}
+
+static bool is_allowed(const char *const *allowed, const char *name)
+{
+	for (; allowed && *allowed; allowed++)
+		if (strcmp(*allowed, name) == 0)
+			return true;
+	return false;
+}
+
+static int parse_into(char *s, const char *const *allowed, struct api_query *q, struct api_error *e)
+{
+	char field[API_FIELD_MAX];
+	char *save = NULL;
+	for (char *part = strtok_r(s, "&", &save); part; part = strtok_r(NULL, "&", &save)) {
+		char *eq = strchr(part, '=');
+		char *value = part + strlen(part); /* no '=': an empty value */
+		if (eq) {
+			*eq = '\0';
+			value = eq + 1;
+		}
+		if (!percent_decode(part) || !percent_decode(value))
+			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
+					     "the query string has a bad %%-escape");
+		if (!*part)
+			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
+					     "the query string has a parameter without a name");
+		api_field_key(field, "", part);
+		if (!is_allowed(allowed, part))
+			return api_error_set(e, API_ERR_UNKNOWN_FIELD, field,
+					     "this route takes no query parameter %s", field);
+		if (api_query_get(q, part))
+			return api_error_set(e, API_ERR_INVALID_FIELD, field,
+					     "query parameter %s is given twice", field);
+		if (q->n == API_QUERY_PARAMS_MAX)
+			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
+					     "more than %d query parameters", API_QUERY_PARAMS_MAX);
+		q->v[q->n].name = part;
+		q->v[q->n].value = value;
+		q->n++;
+	}
+	return 0;
+}
+
+int api_query_parse(const char *query, const char *const *allowed, struct api_query *ret,
+		    struct api_error *e)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (!query || !*query)
+		return 0;
+	size_t len = strlen(query);
+	if (len > API_QUERY_MAX)
+		return api_error_set(e, API_ERR_INVALID_FIELD, "query",
+				     "the query string is longer than %d bytes", API_QUERY_MAX);
+	ret->storage = strdup(query);
+	if (!ret->storage)
+		return -ENOMEM;
+	int r = parse_into(ret->storage, allowed, ret, e);
+	if (r < 0)
+		api_query_release(ret);
+	return r;
+}
+
+const char *api_query_get(const struct api_query *q, const char *name)
+{
+	for (size_t i = 0; i < q->n; i++)
+		if (strcmp(q->v[i].name, name) == 0)
+			return q->v[i].value;
+	return NULL;
+}
+
+void api_query_release(struct api_query *q)
+{
+	free(q->storage);
+	memset(q, 0, sizeof(*q));
+}
+
+int api_query_int(const struct api_query *q, const char *name, int64_t min, int64_t max,
+		  int64_t def, int64_t *ret, struct api_error *e)
+{
+	const char *s = api_query_get(q, name);
+	if (!s) {
+		*ret = def;
+		return 0;
+	}
+	uint64_t v;
+	if (parse_u64(s, &v) < 0 || v < (uint64_t)min || v > (uint64_t)max)
+		return api_error_set(e, API_ERR_INVALID_FIELD, name,
+				     "%s must be an integer from %lld to %lld", name,
+				     (long long)min, (long long)max);
+	*ret = (int64_t)v;
+	return 0;
+}

@@ -1,0 +1,94 @@
+/*
+ * render.c - tasks and events as the API shows them.
+ *
+ * JSON the store already holds (a task's progress, an event's data, the
+ * parts of the canonical spec) is copied as raw text, never re-parsed:
+ * the store validated it, and a number keeps every digit it had.
+ */
+#include "api/api-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+void api_render_time(struct jbuf *b, int64_t ms)
+{
+	struct tm tm;
+	time_t sec = (time_t)(ms / 1000);
+	if (ms <= 0 || !gmtime_r(&sec, &tm) || tm.tm_year + 1900 > 9999) {
+		jbuf_puts(b, "null");
+		return;
+	}
+	jbuf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900, tm.tm_mon + 1,
+		    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+/* The member key of the stored spec, raw, or null if it has none. */
+static void spec_member(struct jbuf *b, const char *spec_json, const char *key)
+{
+	const char *v;
+	size_t len;
+	if (json_member_raw(spec_json, key, &v, &len) == 0)
+		jbuf_put(b, v, len);
+	else
+		jbuf_puts(b, "null");
+}
+
+void api_render_task(struct jbuf *b, const struct task *t)
+{
+	jbuf_puts(b, "{\"id\":");
+	jbuf_strz(b, t->id);
+	jbuf_puts(b, ",\"status\":");
+	jbuf_str_or_null(b, task_status_name(t->status));
+	jbuf_printf(b, ",\"attempt\":%u,\"max_attempts\":%u,\"retry_on\":[", t->attempt,
+		    t->max_attempts);
+	bool first = true;
+	for (int s = 0; s < TASK_STATUS_COUNT; s++)
+		if (t->retry_on & TASK_STATUS_BIT(s)) {
+			jbuf_puts(b, first ? "\"" : ",\"");
+			jbuf_puts(b, task_status_name((enum task_status)s));
+			jbuf_puts(b, "\"");
+			first = false;
+		}
+	jbuf_printf(
+	    b, "],\"cancel_requested\":%s,\"exit_code\":", t->cancel_requested ? "true" : "false");
+	if (t->exit_code >= 0)
+		jbuf_printf(b, "%d", t->exit_code);
+	else
+		jbuf_puts(b, "null");
+	jbuf_puts(b, ",\"error\":");
+	jbuf_str_or_null(b, t->error);
+	jbuf_puts(b, ",\"created_at\":");
+	api_render_time(b, t->created_at);
+	jbuf_puts(b, ",\"started_at\":");
+	api_render_time(b, t->started_at);
+	jbuf_puts(b, ",\"finished_at\":");
+	api_render_time(b, t->finished_at);
+	jbuf_puts(b, ",\"command\":");
+	spec_member(b, t->spec_json, "command");
+	jbuf_puts(b, ",\"limits\":");
+	spec_member(b, t->spec_json, "limits");
+	jbuf_puts(b, ",\"metadata\":");
+	spec_member(b, t->spec_json, "metadata");
+	jbuf_puts(b, ",\"progress\":");
+	jbuf_puts(b, t->progress_json && *t->progress_json ? t->progress_json : "{}");
+	jbuf_puts(b, "}");
+}
+
+void api_render_event(struct jbuf *b, const struct task_event *ev)
+{
+	jbuf_printf(b, "{\"seq\":%lld,\"attempt\":%u,\"type\":", (long long)ev->seq, ev->attempt);
+	jbuf_str_or_null(b, task_event_type_name(ev->type));
+	jbuf_puts(b, ",\"data\":");
+	jbuf_puts(b, ev->data_json && *ev->data_json ? ev->data_json : "null");
+	jbuf_puts(b, ",\"time\":");
+	api_render_time(b, ev->time);
+	jbuf_puts(b, "}");
+}
+
+int api_event_json(const struct task_event *ev, char **ret, size_t *ret_len)
+{
+	struct jbuf b = {0};
+	api_render_event(&b, ev);
+	return jbuf_finish(&b, ret, ret_len);
+}

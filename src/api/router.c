@@ -1,0 +1,312 @@
+/*
+ * router.c - the route table and api_handle(): auth, routing, the checks
+ * every route shares, then the route's handler. Errors from any of these
+ * become the one error response of errors.c.
+ *
+ * Order of checks (the first failing one answers): auth (401; skipped on
+ * a public route's path), route (404, then 405 with Allow), body size
+ * (413), content type of a JSON body (415), the {id} (400 invalid_id),
+ * query parameters (400), then the handler.
+ */
+#include "api/api-internal.h"
+#include "base/cleanup.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* Takes a JSON body: 415 unless its Content-Type is application/json. */
+#define ROUTE_JSON_BODY 0x100u
+
+static const struct api_route routes[API_ROUTE_COUNT] = {
+    {API_ROUTE_HEALTHZ, "GET", "/healthz", API_ROUTE_PUBLIC},
+    {API_ROUTE_TASKS_LIST, "GET", "/v1/tasks", 0},
+    {API_ROUTE_TASKS_CREATE, "POST", "/v1/tasks", ROUTE_JSON_BODY},
+    {API_ROUTE_TASK_GET, "GET", "/v1/tasks/{id}", 0},
+    {API_ROUTE_TASK_CANCEL, "POST", "/v1/tasks/{id}/cancel", 0},
+    {API_ROUTE_TASK_EVENTS, "GET", "/v1/tasks/{id}/events", 0},
+    {API_ROUTE_TASK_LOGS, "GET", "/v1/tasks/{id}/logs", 0},
+};
+
+static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
+    [API_ROUTE_HEALTHZ] = api_healthz,		 [API_ROUTE_TASKS_LIST] = api_tasks_list,
+    [API_ROUTE_TASKS_CREATE] = api_tasks_create, [API_ROUTE_TASK_GET] = api_task_get,
+    [API_ROUTE_TASK_CANCEL] = api_task_cancel,	 [API_ROUTE_TASK_EVENTS] = api_task_events,
+    [API_ROUTE_TASK_LOGS] = api_task_logs,
+};
+
+static const char *const params_list[] = {"status", "limit", "after", NULL};
+static const char *const params_events[] = {"after", "limit", NULL};
+static const char *const params_logs[] = {"follow", NULL};
+const char *const *const api_route_params[API_ROUTE_COUNT] = {
+    [API_ROUTE_TASKS_LIST] = params_list,
+    [API_ROUTE_TASK_EVENTS] = params_events,
+    [API_ROUTE_TASK_LOGS] = params_logs,
+};
+
+const struct api_route *api_routes(size_t *ret_n)
+{
+	*ret_n = ELEMENTSOF(routes);
+	return routes;
+}
+
+/* Does path fit pattern? A "{id}" segment's match goes to *param. */
+static bool pattern_matches(const char *pattern, const char *path, const char **param,
+			    size_t *param_len)
+{
+	const char *p = pattern, *s = path;
+	for (;;) {
+		if (*p == '\0' || *s == '\0')
+			return *p == *s;
+		if (*p++ != '/' || *s++ != '/')
+			return false;
+		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
+		if (plen == 4 && memcmp(p, "{id}", 4) == 0) {
+			if (slen == 0)
+				return false;
+			*param = s;
+			*param_len = slen;
+		} else if (plen != slen || memcmp(p, s, plen) != 0) {
+			return false;
+		}
+		p += plen;
+		s += slen;
+	}
+}
+
+void api_route_match(const char *method, const char *path, struct api_match *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (!path)
+		return;
+	for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+		const char *param = NULL;
+		size_t param_len = 0;
+		if (!pattern_matches(routes[i].pattern, path, &param, &param_len))
+			continue;
+		if (!ret->path_known)
+			ret->param = param, ret->param_len = param_len;
+		ret->path_known = true;
+		if (!strstr(ret->allow, routes[i].method)) {
+			size_t n = strlen(ret->allow);
+			snprintf(ret->allow + n, sizeof(ret->allow) - n, "%s%s", n ? ", " : "",
+				 routes[i].method);
+		}
+		if (!ret->route && method && strcmp(method, routes[i].method) == 0)
+			ret->route = &routes[i];
+	}
+}
+
+/* Is path the path of a public route (whatever the method)? */
+static bool path_is_public(const char *path)
+{
+	for (size_t i = 0; path && i < ELEMENTSOF(routes); i++) {
+		const char *param;
+		size_t len;
+		if ((routes[i].flags & API_ROUTE_PUBLIC) &&
+		    pattern_matches(routes[i].pattern, path, &param, &len))
+			return true;
+	}
+	return false;
+}
+
+/* Is header exactly "Bearer <token>"? Time does not depend on where they differ. */
+static bool bearer_matches(const char *token, const char *header)
+{
+	static const char prefix[] = "Bearer ";
+	size_t plen = sizeof(prefix) - 1, tlen = strlen(token);
+	if (!header || tlen == 0)
+		return false; /* an empty token would let "Bearer " in: refuse */
+	size_t hlen = strlen(header);
+	unsigned diff = hlen != plen + tlen;
+	for (size_t i = 0; i < plen + tlen; i++) {
+		unsigned char want = i < plen ? prefix[i] : token[i - plen];
+		unsigned char got = i < hlen ? header[i] : 0;
+		diff |= (unsigned)(want ^ got);
+	}
+	return diff == 0;
+}
+
+/* Is the media type (before any ';') application/json? */
+static bool is_json_type(const char *ct)
+{
+	static const char json[] = "application/json";
+	if (!ct)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	if (strncasecmp(ct, json, sizeof(json) - 1) != 0)
+		return false;
+	ct += sizeof(json) - 1;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return *ct == '\0' || *ct == ';';
+}
+
+static int64_t clock_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Every check before a handler runs; fills c->id and *q on success. */
+static int prepare(struct api_call *c, struct api_match *m, struct api_query *q)
+{
+	const struct api_request *req = c->req;
+	api_route_match(req->method, req->path, m);
+	if (c->ctx->token && !path_is_public(req->path) &&
+	    !bearer_matches(c->ctx->token, req->authorization)) {
+		snprintf(c->res->www_authenticate, sizeof(c->res->www_authenticate), "Bearer");
+		return api_error_set(c->err, API_ERR_UNAUTHORIZED, NULL,
+				     "this API needs the header Authorization: Bearer <token>");
+	}
+	if (!m->route && !m->path_known)
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no such route");
+	if (!m->route) {
+		snprintf(c->res->allow, sizeof(c->res->allow), "%s", m->allow);
+		return api_error_set(c->err, API_ERR_METHOD_NOT_ALLOWED, NULL,
+				     "this route takes only %s", m->allow);
+	}
+	if (req->body_len > API_BODY_MAX)
+		return api_error_set(c->err, API_ERR_BODY_TOO_LARGE, NULL,
+				     "the body is larger than %u bytes", API_BODY_MAX);
+	if ((m->route->flags & ROUTE_JSON_BODY) && !is_json_type(req->content_type))
+		return api_error_set(c->err, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
+				     "the body must be sent as Content-Type: application/json");
+	if (m->param) {
+		if (m->param_len >= TASK_ID_SIZE)
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a task id");
+		memcpy(c->id, m->param, m->param_len);
+		c->id[m->param_len] = '\0';
+		if (!task_id_is_valid(c->id)) {
+			c->id[0] = '\0';
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL,
+					     "not a task id: ids look like tsk_ and 26 of "
+					     "0-9 a-z without i, l, o, u");
+		}
+	}
+	int r = api_query_parse(req->query, api_route_params[m->route->id], q, c->err);
+	if (r < 0)
+		return r;
+	c->match = m;
+	c->query = q;
+	c->now = c->ctx->now_ms ? c->ctx->now_ms() : clock_now_ms();
+	return 0;
+}
+
+/* Turn r (< 0) and e into an error response. */
+static int fail(int r, struct api_error *e, struct api_response *ret)
+{
+	if (e->code == API_ERR_COUNT) /* nobody said why */
+		api_error_internal(e, -r, r == -ENOMEM ? "out of memory" : "handler failed");
+	if (api_error_respond(e, ret) < 0) {
+		ret->status = 500;
+		ret->content_type = API_JSON;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	struct api_error e = {.code = API_ERR_COUNT};
+	struct api_match m;
+	struct api_query q = {0};
+	struct api_call c = {.ctx = ctx, .req = req, .res = ret, .err = &e};
+	int r = prepare(&c, &m, &q);
+	if (r == 0)
+		r = handlers[m.route->id](&c);
+	api_query_release(&q);
+	return r < 0 ? fail(r, &e, ret) : 0;
+}
+
+bool api_request_wants_stream(const struct api_request *req)
+{
+	struct api_match m;
+	api_route_match(req->method, req->path, &m);
+	if (!m.route)
+		return false;
+	if (m.route->id == API_ROUTE_TASK_EVENTS)
+		return req->accept && strstr(req->accept, "text/event-stream");
+	if (m.route->id != API_ROUTE_TASK_LOGS)
+		return false;
+	struct api_query q;
+	if (api_query_parse(req->query, api_route_params[m.route->id], &q, NULL) < 0)
+		return false;
+	const char *follow = api_query_get(&q, "follow");
+	bool yes = follow && (strcmp(follow, "1") == 0 || strcmp(follow, "true") == 0);
+	api_query_release(&q);
+	return yes;
+}
+
+int api_stream_begin(struct api_ctx *ctx, const struct api_request *req, struct api_stream *ret,
+		     struct api_response *ret_error)
+{
+	memset(ret_error, 0, sizeof(*ret_error));
+	struct api_error e = {.code = API_ERR_COUNT};
+	struct api_match m;
+	struct api_query q = {0};
+	struct api_call c = {.ctx = ctx, .req = req, .res = ret_error, .err = &e};
+	struct api_stream s = {0};
+	int r = prepare(&c, &m, &q);
+	if (r == 0 && m.route->id != API_ROUTE_TASK_EVENTS && m.route->id != API_ROUTE_TASK_LOGS)
+		r = api_error_set(&e, API_ERR_NOT_FOUND, NULL, "this route has no stream");
+	if (r == 0 && m.route->id == API_ROUTE_TASK_EVENTS)
+		r = api_query_int(&q, "after", 0, INT64_MAX, 0, &s.after_seq, &e);
+	if (r == 0) {
+		struct task t = {0};
+		struct error se = {0};
+		r = store_task_get(ctx->store, c.id, &t, &se);
+		task_release(&t);
+		if (r < 0)
+			r = api_store_error(&c, r, &se);
+	}
+	api_query_release(&q);
+	if (r < 0) {
+		int f = fail(r, &e, ret_error);
+		return f < 0 ? f : -EINVAL;
+	}
+	s.route = m.route->id;
+	memcpy(s.id, c.id, TASK_ID_SIZE);
+	*ret = s;
+	return 0;
+}
+
+void api_response_release(struct api_response *r)
+{
+	free(r->body);
+	r->body = NULL;
+	r->body_len = 0;
+}
+
+int api_respond(struct api_call *c, int status, const char *content_type, struct jbuf *b)
+{
+	free(c->res->body);
+	c->res->body = NULL;
+	int r = jbuf_finish(b, &c->res->body, &c->res->body_len);
+	if (r < 0)
+		return r == -E2BIG ? api_error_internal(c->err, E2BIG, "response too large") : r;
+	c->res->status = status;
+	c->res->content_type = content_type;
+	return 0;
+}
+
+int api_store_error(struct api_call *c, int r, const struct error *se)
+{
+	if (r == -ENOMEM)
+		return r;
+	if (r == -ENOENT)
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no task %s", c->id);
+	return api_error_internal(c->err, -r, se ? se->msg : NULL);
+}
+
+int api_healthz(struct api_call *c)
+{
+	struct jbuf b = {0};
+	jbuf_puts(&b, "{\"status\":\"ok\"}");
+	return api_respond(c, 200, API_JSON, &b);
+}

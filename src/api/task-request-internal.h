@@ -1,0 +1,21 @@
+/*
+ * task-request-internal.h - what the files of the task request parser
+ * share. Each function checks one part of the body, fills r, and returns
+ * 0, -EINVAL with e naming the field, or -ENOMEM.
+ */
+#ifndef AGENTBOX_API_TASK_REQUEST_INTERNAL_H
+#define AGENTBOX_API_TASK_REQUEST_INTERNAL_H
+
+#include "api/task-request.h"
+
+#include <jansson.h>
+
+#define INVALID(e, field, ...) api_error_set(e, API_ERR_INVALID_FIELD, field, __VA_ARGS__)
+
+/* env (NULL when absent): r->env, r->nenv, sorted by name. */
+int task_request_parse_env(json_t *env, struct task_request *r, struct api_error *e);
+
+/* files (NULL when absent): r->files, r->nfiles, sorted by path. */
+int task_request_parse_files(json_t *files, struct task_request *r, struct api_error *e);
+
+#endif

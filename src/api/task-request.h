@@ -1,0 +1,98 @@
+/*
+ * task-request.h - the body of POST /v1/tasks: parse, validate, and
+ * write it back as the canonical spec_json the task is stored with.
+ *
+ * Validation is strict: unknown fields anywhere are unknown_field, wrong
+ * types invalid_field, a missing command missing_field, each naming the
+ * field by its JSON path ("limits.memroy_mb", "command[2]",
+ * env["1X"]). Checks run in a fixed order (top-level unknown fields,
+ * then command, limits, env, files, max_attempts, retry_on, metadata), so
+ * the same body always gets the same error. docs/api.md lists every rule.
+ *
+ * The canonical spec_json has every default filled in, so the supervisor
+ * never applies a default itself:
+ *	{"command":[...],"env":{...},"files":{...},"limits":{"cpus":1,
+ *	 "disk_mb":1024,"memory_mb":512,"pids":256,"timeout_s":null},
+ *	 "max_attempts":1,"metadata":{},"retry_on":["lost"]}
+ * compact, keys sorted, in json-util.h's canonical form. It is itself a
+ * valid request, and parsing it gives it back byte for byte. No string in
+ * it holds a NUL (\u0000 is refused everywhere, as invalid_field), so any
+ * JSON reader, jansson with its default flags included, can read it.
+ *
+ * struct task_request is the parsed form the supervisor builds a sandbox
+ * spec from (task_request_from_spec_json() re-reads a stored spec). It
+ * owns everything it points at until task_request_release().
+ */
+#ifndef AGENTBOX_API_TASK_REQUEST_H
+#define AGENTBOX_API_TASK_REQUEST_H
+
+#include "api/errors.h"
+#include "core/task.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Named limits of a request (with the SPEC_* limits of runtime/spec.h). */
+#define TASK_REQUEST_DEPTH_MAX	     64		       /* nesting of the whole body */
+#define TASK_REQUEST_ARG_MAX	     (64 * 1024)       /* bytes of one command item */
+#define TASK_REQUEST_ARGV_BYTES_MAX  (1024 * 1024)     /* bytes of all command items */
+#define TASK_REQUEST_ENV_BYTES_MAX   (512 * 1024)      /* bytes of all KEY=VALUE */
+#define TASK_REQUEST_FILES_MAX	     64		       /* entries in files */
+#define TASK_REQUEST_FILES_BYTES_MAX (4 * 1024 * 1024) /* content of all files */
+#define TASK_REQUEST_FILE_NAME_MAX   255	       /* bytes of one path component */
+#define TASK_REQUEST_METADATA_MAX    (16 * 1024)       /* metadata, canonical JSON */
+#define TASK_REQUEST_TIMEOUT_MAX_S   (30 * 86400)      /* = SPEC_TIMEOUT_MAX_MS */
+/* Env names starting with this are agentbox's own (invalid_field). */
+#define TASK_REQUEST_ENV_RESERVED "AGENTBOX_"
+
+/* The statuses retry_on may name. */
+#define TASK_REQUEST_RETRYABLE                                                                     \
+	(TASK_STATUS_BIT(TASK_FAILED) | TASK_STATUS_BIT(TASK_OOM_KILLED) |                         \
+	 TASK_STATUS_BIT(TASK_TIMED_OUT) | TASK_STATUS_BIT(TASK_LOST))
+
+struct task_request_file {
+	const char *path;    /* absolute, canonical, under /workspace/ or /tmp/ */
+	const char *content; /* len bytes of UTF-8 text, no NUL; NUL-terminated */
+	size_t len;
+};
+
+struct task_request {
+	const char **argv; /* argc items + NULL */
+	size_t argc;
+
+	uint64_t memory_bytes; /* from memory_mb */
+	uint64_t cpu_milli;    /* from cpus, rounded to the nearest 0.001 */
+	uint64_t pids;
+	uint64_t disk_bytes; /* from disk_mb */
+	uint64_t timeout_ms; /* from timeout_s, rounded to the ms (at least 1); 0 = none */
+
+	const char **env; /* nenv "KEY=VALUE" strings, sorted by key, + NULL */
+	size_t nenv;
+
+	struct task_request_file *files; /* sorted by path */
+	size_t nfiles;
+
+	uint32_t max_attempts;
+	uint32_t retry_on; /* TASK_STATUS_BIT()s within TASK_REQUEST_RETRYABLE */
+
+	char *spec_json; /* the canonical form; NUL-terminated */
+	size_t spec_len;
+
+	void *priv; /* the parsed tree the pointers above point into */
+};
+
+/*
+ * Parse and validate len bytes of body. 0 with *ret filled; -EINVAL with
+ * e saying what and where (e->code is one of invalid_json, invalid_field,
+ * missing_field, unknown_field); -ENOMEM. *ret is untouched on failure.
+ */
+int task_request_parse(const char *body, size_t len, struct task_request *ret, struct api_error *e);
+
+/* The same, for a spec_json the store holds (NUL-terminated). */
+int task_request_from_spec_json(const char *spec_json, struct task_request *ret,
+				struct api_error *e);
+
+/* Free everything; r is zeroed and may be reused. */
+void task_request_release(struct task_request *r);
+
+#endif

@@ -1,0 +1,230 @@
+/*
+ * tasks.c - the handlers of /v1/tasks: create, get, list, cancel, and the
+ * non-streaming form of events. Logs are in logs.c.
+ */
+#include "api/api-internal.h"
+#include "api/task-request.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How often a new id is drawn when the store says one is taken. */
+#define ID_TRIES 4
+
+/* Read task c->id and answer with it. */
+static int respond_task(struct api_call *c, int status)
+{
+	struct task t = {0};
+	struct error se = {0};
+	int r = store_task_get(c->ctx->store, c->id, &t, &se);
+	if (r < 0)
+		return api_store_error(c, r, &se);
+	struct jbuf b = {0};
+	api_render_task(&b, &t);
+	task_release(&t);
+	return api_respond(c, status, API_JSON, &b);
+}
+
+int api_task_get(struct api_call *c)
+{
+	return respond_task(c, 200);
+}
+
+int api_tasks_create(struct api_call *c)
+{
+	struct task_request tr;
+	int r = task_request_parse(c->req->body, c->req->body_len, &tr, c->err);
+	if (r < 0)
+		return r;
+	struct task t = {.max_attempts = tr.max_attempts,
+			 .retry_on = tr.retry_on,
+			 .created_at = c->now,
+			 .spec_json = tr.spec_json};
+	struct error se = {0};
+	for (int i = 0; i < ID_TRIES; i++) {
+		r = task_id_new(t.id);
+		if (r == 0)
+			r = store_task_insert(c->ctx->store, &t, &se);
+		if (r != -EEXIST)
+			break;
+	}
+	task_request_release(&tr);
+	if (r < 0)
+		return r == -ENOMEM ? r : api_error_internal(c->err, -r, se.msg);
+	memcpy(c->id, t.id, TASK_ID_SIZE);
+	if (c->ctx->task_submitted)
+		c->ctx->task_submitted(c->ctx->hook_data);
+	return respond_task(c, 201);
+}
+
+int api_task_cancel(struct api_call *c)
+{
+	enum task_status status;
+	struct error se = {0};
+	int r = store_task_cancel(c->ctx->store, c->id, c->now, &status, &se);
+	if (r == -EALREADY) {
+		struct task t = {0};
+		r = store_task_get(c->ctx->store, c->id, &t, &se);
+		const char *name = r == 0 ? task_status_name(t.status) : "final";
+		api_error_set(c->err, API_ERR_CONFLICT, NULL,
+			      "task %s has already ended (%s): there is nothing to cancel", c->id,
+			      name);
+		task_release(&t);
+		return -EINVAL;
+	}
+	if (r < 0)
+		return api_store_error(c, r, &se);
+	if (status == TASK_RUNNING && c->ctx->task_cancel_requested)
+		c->ctx->task_cancel_requested(c->id, c->ctx->hook_data);
+	return respond_task(c, 200);
+}
+
+/* "queued,running" into TASK_STATUS_BIT()s. */
+static int parse_statuses(const char *s, uint32_t *ret, struct api_error *e)
+{
+	uint32_t bits = 0;
+	for (const char *p = s;; p++) {
+		size_t n = strcspn(p, ",");
+		char name[16];
+		enum task_status st;
+		if (n == 0 || n >= sizeof(name))
+			goto bad;
+		memcpy(name, p, n);
+		name[n] = '\0';
+		if (task_status_parse(name, &st) < 0)
+			goto bad;
+		bits |= TASK_STATUS_BIT(st);
+		p += n;
+		if (*p == '\0')
+			break;
+	}
+	*ret = bits;
+	return 0;
+bad:
+	return api_error_set(e, API_ERR_INVALID_FIELD, "status",
+			     "status must be a comma-separated list of queued, running, "
+			     "succeeded, failed, oom_killed, timed_out, cancelled, lost");
+}
+
+struct page {
+	struct jbuf *b;
+	size_t n;
+	char last[TASK_ID_SIZE];
+	bool full; /* stopped at API_LIST_BODY_MAX */
+};
+
+static int add_task(const struct task *t, void *data)
+{
+	struct page *pg = data;
+	size_t mark = pg->b->len;
+	if (pg->n)
+		jbuf_put(pg->b, ",", 1);
+	api_render_task(pg->b, t);
+	if (pg->b->failed == -E2BIG && pg->n > 0) {
+		jbuf_truncate(pg->b, mark);
+		pg->full = true;
+		return -ECANCELED;
+	}
+	if (pg->b->failed)
+		return pg->b->failed;
+	pg->n++;
+	memcpy(pg->last, t->id, TASK_ID_SIZE);
+	return 0;
+}
+
+static int count_one(const struct task *t, void *data)
+{
+	(void)t;
+	(*(size_t *)data)++;
+	return 0;
+}
+
+int api_tasks_list(struct api_call *c)
+{
+	struct task_filter f = {0};
+	int64_t limit;
+	const char *status = api_query_get(c->query, "status");
+	int r = status ? parse_statuses(status, &f.statuses, c->err) : 0;
+	if (r == 0)
+		r = api_query_int(c->query, "limit", 1, STORE_LIST_MAX, API_LIST_DEFAULT, &limit,
+				  c->err);
+	if (r < 0)
+		return r;
+	f.limit = (size_t)limit;
+	f.after_id = api_query_get(c->query, "after");
+	if (f.after_id && !task_id_is_valid(f.after_id))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
+				     "after must be a task id (the next of a previous page)");
+
+	struct jbuf b = {.max = API_LIST_BODY_MAX};
+	struct page pg = {.b = &b};
+	struct error se = {0};
+	jbuf_puts(&b, "{\"tasks\":[");
+	r = store_task_list(c->ctx->store, &f, add_task, &pg, &se);
+	if (r == 0 && !pg.full && pg.n == f.limit) { /* is there more? */
+		size_t more = 0;
+		struct task_filter probe = {
+		    .statuses = f.statuses, .after_id = pg.last, .limit = 1};
+		r = store_task_list(c->ctx->store, &probe, count_one, &more, &se);
+		pg.full = more > 0;
+	}
+	if (r < 0 && r != -ECANCELED) {
+		jbuf_release(&b);
+		if (r == -ENOENT && f.after_id)
+			return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
+					     "no task %s to page after", f.after_id);
+		return r == -ENOMEM ? r : api_error_internal(c->err, -r, se.msg);
+	}
+	b.max = 0;
+	jbuf_puts(&b, "],\"next\":");
+	jbuf_str_or_null(&b, pg.full ? pg.last : NULL);
+	jbuf_puts(&b, "}");
+	return api_respond(c, 200, API_JSON, &b);
+}
+
+static int add_event(const struct task_event *ev, void *data)
+{
+	struct page *pg = data;
+	size_t mark = pg->b->len;
+	if (pg->n)
+		jbuf_put(pg->b, ",", 1);
+	api_render_event(pg->b, ev);
+	if (pg->b->failed == -E2BIG && pg->n > 0) {
+		jbuf_truncate(pg->b, mark);
+		return -ECANCELED;
+	}
+	if (pg->b->failed)
+		return pg->b->failed;
+	pg->n++;
+	return 0;
+}
+
+int api_task_events(struct api_call *c)
+{
+	int64_t after, limit;
+	int r = api_query_int(c->query, "after", 0, INT64_MAX, 0, &after, c->err);
+	if (r == 0)
+		r = api_query_int(c->query, "limit", 1, STORE_LIST_MAX, API_EVENTS_DEFAULT, &limit,
+				  c->err);
+	if (r < 0)
+		return r;
+	struct task t = {0};
+	struct error se = {0};
+	r = store_task_get(c->ctx->store, c->id, &t, &se);
+	task_release(&t);
+	if (r < 0)
+		return api_store_error(c, r, &se);
+
+	struct jbuf b = {.max = API_LIST_BODY_MAX};
+	struct page pg = {.b = &b};
+	jbuf_puts(&b, "{\"events\":[");
+	r = store_events_list(c->ctx->store, c->id, after, (size_t)limit, add_event, &pg, &se);
+	if (r < 0 && r != -ECANCELED) {
+		jbuf_release(&b);
+		return r == -ENOMEM ? r : api_error_internal(c->err, -r, se.msg);
+	}
+	b.max = 0;
+	jbuf_puts(&b, "]}");
+	return api_respond(c, 200, API_JSON, &b);
+}

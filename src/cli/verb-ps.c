@@ -1,0 +1,205 @@
+/*
+ * agentbox ps: tasks as a table, one line each, page after page as
+ * agentboxd hands them out (following "next").
+ */
+#include "base/cleanup.h"
+#include "cli/cli.h"
+#include "client/client.h"
+#include "core/task.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* Pages followed at most: a daemon that never ends a list cannot keep us. */
+#define PS_PAGES_MAX	  100000
+#define PS_PROGRESS_WIDTH 30
+#define PS_COMMAND_WIDTH  60
+
+static const char help[] =
+    "usage: agentbox ps [OPTIONS]\n"
+    "\n"
+    "List tasks, one line each: ID, STATUS, ATTEMPT (this one/most), AGE\n"
+    "(since it was submitted), PROGRESS (its progress keys, cut to fit) and\n"
+    "COMMAND (cut to fit). Without options only queued and running tasks\n"
+    "are listed.\n"
+    "\n"
+    "options:\n"
+    "  --status LIST   only tasks in these statuses, comma-separated: queued,\n"
+    "                  running, succeeded, failed, oom_killed, timed_out,\n"
+    "                  cancelled, lost\n"
+    "  -a, --all       tasks in every status\n"
+    "  --socket PATH   agentboxd's unix socket (default $AGENTBOX_HOST, else\n"
+    "                  " CLIENT_DEFAULT_SOCKET ")\n"
+    "\n"
+    "environment:\n"
+    "  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"
+    "  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
+    "\n"
+    "exit status: 0 listed; 125 agentbox or agentboxd failed (one line on\n"
+    "stderr).\n";
+
+enum { OPT_STATUS = 256, OPT_SOCKET };
+
+static const struct option options[] = {
+    {"status", required_argument, NULL, OPT_STATUS},
+    {"all", no_argument, NULL, 'a'},
+    {"socket", required_argument, NULL, OPT_SOCKET},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
+/* Every name in list must be a status. */
+static int check_statuses(const char *list, struct error *err)
+{
+	_cleanup_free_ char *copy = strdup(list);
+	if (!copy)
+		return error_set_errno(err, ENOMEM, "--status");
+	char *save = NULL;
+	int n = 0;
+	for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		enum task_status s;
+		if (task_status_parse(name, &s) < 0)
+			return error_set(err, EINVAL, "--status: '%s' is not a task status", name);
+		n++;
+	}
+	if (n == 0 || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,"))
+		return error_set(err, EINVAL, "--status: '%s' is not a comma-separated list", list);
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void print_row(const json_t *task, int64_t now)
+{
+	char id[CLIENT_ID_MAX + 1], status[16], attempt[32], age[16] = "-";
+	char progress[PS_PROGRESS_WIDTH + 1], command[PS_COMMAND_WIDTH + 1];
+	const char *s = json_string_value(json_object_get(task, "id"));
+	snprintf(id, sizeof(id), "%s", s ? s : "?");
+	s = json_string_value(json_object_get(task, "status"));
+	snprintf(status, sizeof(status), "%s", s ? s : "?");
+	snprintf(attempt, sizeof(attempt), "%lld/%lld",
+		 (long long)json_integer_value(json_object_get(task, "attempt")),
+		 (long long)json_integer_value(json_object_get(task, "max_attempts")));
+	int64_t created;
+	s = json_string_value(json_object_get(task, "created_at"));
+	if (s && client_parse_time(s, &created) == 0)
+		client_format_age(now - created, age, sizeof(age));
+	client_format_progress(json_object_get(task, "progress"), progress, sizeof(progress));
+	client_format_command(json_object_get(task, "command"), command, sizeof(command));
+	/* ids and statuses come from the daemon: nothing but printable ASCII goes out */
+	for (char *p = id; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			*p = '?';
+	for (char *p = status; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			*p = '?';
+	printf("%-30s  %-10s  %-7s  %-4s  %-*s  %s\n", id, status, attempt, age, PS_PROGRESS_WIDTH,
+	       progress[0] ? progress : "-", command);
+}
+
+int verb_ps(int argc, char **argv)
+{
+	const char *socket_path = NULL, *statuses = NULL;
+	bool all = false;
+	int opt;
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":ah", options, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			fputs(help, stdout);
+			return 0;
+		case 'a':
+			all = true;
+			break;
+		case OPT_STATUS:
+			statuses = optarg;
+			break;
+		case OPT_SOCKET:
+			socket_path = optarg;
+			break;
+		case ':':
+			return cli_fail("ps: option '%s' needs a value", argv[optind - 1]);
+		default:
+			return cli_fail("ps: unknown option '%s' (see agentbox ps --help)",
+					argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_fail("ps: unexpected argument '%s' (see agentbox ps --help)",
+				argv[optind]);
+	struct error err = {0};
+	if (all && statuses)
+		return cli_fail("ps: --all and --status exclude each other");
+	if (statuses && check_statuses(statuses, &err) < 0)
+		return cli_fail("ps: %s", err.msg);
+	if (!all && !statuses)
+		statuses = "queued,running";
+
+	struct client c;
+	if (client_init(&c, socket_path, &err) < 0)
+		return cli_fail("ps: %s", err.msg);
+	int rc = 0;
+	int64_t now = now_ms();
+	char after[CLIENT_ID_MAX + 1] = "";
+	for (int page = 0;; page++) {
+		if (page == PS_PAGES_MAX) {
+			rc = cli_fail("ps: stopped after %d pages", PS_PAGES_MAX);
+			break;
+		}
+		char target[CLIENT_TARGET_MAX];
+		snprintf(target, sizeof(target), "/v1/tasks%s%s%s%s", statuses ? "?status=" : "",
+			 statuses ? statuses : "",
+			 after[0] ? (statuses ? "&after=" : "?after=") : "", after);
+		json_t *list = NULL;
+		if (client_call(&c, "GET", target, NULL, &list, &err) < 0) {
+			rc = cli_fail("ps: %s", err.msg);
+			break;
+		}
+		json_t *tasks = json_object_get(list, "tasks");
+		if (!json_is_array(tasks)) {
+			json_decref(list);
+			rc = cli_fail("ps: agentboxd's answer has no task list");
+			break;
+		}
+		if (page == 0)
+			printf("%-30s  %-10s  %-7s  %-4s  %-*s  %s\n", "ID", "STATUS", "ATTEMPT",
+			       "AGE", PS_PROGRESS_WIDTH, "PROGRESS", "COMMAND");
+		size_t i;
+		json_t *task;
+		json_array_foreach(tasks, i, task)
+		{
+			print_row(task, now);
+		}
+		json_t *next = json_object_get(list, "next");
+		const char *n = json_string_value(next);
+		bool more = false;
+		if (n) {
+			char check[CLIENT_TARGET_MAX];
+			if (client_task_target(check, sizeof(check), n, NULL, &err) < 0 ||
+			    strcmp(n, after) == 0) {
+				rc = cli_fail("ps: agentboxd's answer has a bad next page");
+			} else {
+				snprintf(after, sizeof(after), "%s", n);
+				more = true;
+			}
+		} else if (next && !json_is_null(next)) {
+			rc = cli_fail("ps: agentboxd's answer has a bad next page");
+		}
+		json_decref(list);
+		if (!more)
+			break;
+	}
+	client_release(&c);
+	if (fflush(stdout) == EOF)
+		return cli_fail("ps: cannot write the output");
+	return rc;
+}

@@ -1,0 +1,391 @@
+/*
+ * agentbox submit: queue a command as a durable task with agentboxd and
+ * print its id.
+ *
+ * Everything is checked here first (exit 125 before anything is sent);
+ * what is not given is left out of the request, so agentboxd's defaults
+ * apply. Sizes go as whole MiB, rounded up; the timeout as seconds.
+ */
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "base/parse.h"
+#include "cli/cli.h"
+#include "client/client.h"
+#include "core/task.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The contents of all --file options together. */
+#define SUBMIT_FILES_MAX (4u << 20)
+
+static const char help[] =
+    "usage: agentbox submit [OPTIONS] -- COMMAND [ARG...]\n"
+    "\n"
+    "Queue COMMAND as a task with agentboxd and print the task's id. The\n"
+    "task runs in a fresh sandbox per attempt, whether or not anyone waits:\n"
+    "follow it with agentbox wait, status, logs; stop it with cancel.\n"
+    "\n"
+    "options (what is not given is agentboxd's default):\n"
+    "  --memory SIZE        memory limit (sent in MiB, rounded up)\n"
+    "  --cpus N             CPU quota, fractions allowed (0.5, 2)\n"
+    "  --pids N             most processes and threads at once\n"
+    "  --disk SIZE          writable space (sent in MiB, rounded up)\n"
+    "  --timeout DUR        wall-clock limit per attempt: 500ms, 90s, 5m, 1h30m\n"
+    "  --env KEY=VALUE      set a variable in the sandbox; repeatable\n"
+    "  --attempts N         run at most N attempts (1 to 100)\n"
+    "  --retry-on LIST      end statuses that start a new attempt, comma-\n"
+    "                       separated: failed, oom_killed, timed_out, lost\n"
+    "  --file LOCAL:SANDBOX copy the local text file LOCAL into the sandbox at\n"
+    "                       the absolute path SANDBOX; repeatable; UTF-8 text\n"
+    "                       only, at most 4 MiB for all files together\n"
+    "  --metadata JSON      a JSON object stored with the task, for the caller\n"
+    "  --socket PATH        agentboxd's unix socket (default $AGENTBOX_HOST,\n"
+    "                       else " CLIENT_DEFAULT_SOCKET ")\n"
+    "\n"
+    "sizes take k, m, g, t (binary units).\n"
+    "\n"
+    "environment:\n"
+    "  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"
+    "  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
+    "\n"
+    "exit status: 0 queued (the id is on stdout); 125 agentbox or agentboxd\n"
+    "failed or refused the task (one line on stderr; an error of agentboxd's\n"
+    "ends in its code and the field at fault, e.g. (invalid_field, field\n"
+    "limits.memory_mb)).\n";
+
+enum {
+	OPT_MEMORY = 256,
+	OPT_CPUS,
+	OPT_PIDS,
+	OPT_DISK,
+	OPT_TIMEOUT,
+	OPT_ENV,
+	OPT_ATTEMPTS,
+	OPT_RETRY_ON,
+	OPT_FILE,
+	OPT_METADATA,
+	OPT_SOCKET,
+};
+
+static const struct option options[] = {
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"attempts", required_argument, NULL, OPT_ATTEMPTS},
+    {"retry-on", required_argument, NULL, OPT_RETRY_ON},
+    {"file", required_argument, NULL, OPT_FILE},
+    {"metadata", required_argument, NULL, OPT_METADATA},
+    {"socket", required_argument, NULL, OPT_SOCKET},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
+struct submit_args {
+	json_t *body;	/* the request, built as options come */
+	json_t *limits; /* borrowed from body once set */
+	size_t file_bytes;
+	const char *socket_path;
+	bool help;
+};
+
+/* A JSON number for milli/1000: an integer when whole. */
+static json_t *thousandths(uint64_t milli)
+{
+	if (milli % 1000 == 0)
+		return json_integer((json_int_t)(milli / 1000));
+	return json_real((double)milli / 1000.0);
+}
+
+static int set_limit(struct submit_args *a, const char *key, json_t *value, struct error *err)
+{
+	if (!value)
+		return error_set_errno(err, ENOMEM, "building the request");
+	if (!a->limits) {
+		a->limits = json_object();
+		if (!a->limits || json_object_set_new(a->body, "limits", a->limits) < 0) {
+			json_decref(value);
+			return error_set_errno(err, ENOMEM, "building the request");
+		}
+	}
+	if (json_object_set_new(a->limits, key, value) < 0)
+		return error_set_errno(err, ENOMEM, "building the request");
+	return 0;
+}
+
+/* body[key], created as an empty object or array on first use. */
+static json_t *member(struct submit_args *a, const char *key, bool array)
+{
+	json_t *m = json_object_get(a->body, key);
+	if (m)
+		return m;
+	m = array ? json_array() : json_object();
+	if (!m || json_object_set_new(a->body, key, m) < 0)
+		return NULL;
+	return m;
+}
+
+static int size_mib(const char *opt, const char *arg, struct submit_args *a, const char *key,
+		    struct error *err)
+{
+	uint64_t bytes;
+	if (parse_size(arg, &bytes) < 0)
+		return error_set(err, EINVAL, "--%s: '%s' is not a size (e.g. 512m, 2g)", opt, arg);
+	if (bytes == 0)
+		return error_set(err, EINVAL, "--%s: must be more than 0", opt);
+	uint64_t mib = bytes / (1u << 20) + (bytes % (1u << 20) ? 1 : 0);
+	return set_limit(a, key, json_integer((json_int_t)mib), err);
+}
+
+static int add_env(struct submit_args *a, const char *arg, struct error *err)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg)
+		return error_set(err, EINVAL, "--env: '%s' is not KEY=VALUE", arg);
+	_cleanup_free_ char *key = strndup(arg, (size_t)(eq - arg));
+	json_t *env = member(a, "env", false);
+	if (!key || !env)
+		return error_set_errno(err, ENOMEM, "building the request");
+	if (json_object_get(env, key))
+		return error_set(err, EINVAL, "--env: %s is given twice", key);
+	json_t *v = json_string(eq + 1);
+	if (!v)
+		return error_set(err, EINVAL, "--env: the value of %s is not UTF-8 text", key);
+	if (json_object_set_new(env, key, v) < 0)
+		return error_set_errno(err, ENOMEM, "building the request");
+	return 0;
+}
+
+static int add_retry_on(struct submit_args *a, const char *arg, struct error *err)
+{
+	json_t *list = member(a, "retry_on", true);
+	if (!list)
+		return error_set_errno(err, ENOMEM, "building the request");
+	_cleanup_free_ char *copy = strdup(arg);
+	if (!copy)
+		return error_set_errno(err, ENOMEM, "building the request");
+	char *save = NULL;
+	bool any = false;
+	for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		enum task_status s;
+		if (task_status_parse(name, &s) < 0 || !task_status_is_final(s) ||
+		    s == TASK_SUCCEEDED || s == TASK_CANCELLED)
+			return error_set(err, EINVAL,
+					 "--retry-on: '%s' is not one of failed, oom_killed, "
+					 "timed_out, lost",
+					 name);
+		any = true;
+		bool seen = false;
+		size_t i;
+		json_t *v;
+		json_array_foreach(list, i, v)
+		{
+			if (strcmp(json_string_value(v), name) == 0)
+				seen = true;
+		}
+		if (!seen && json_array_append_new(list, json_string(name)) < 0)
+			return error_set_errno(err, ENOMEM, "building the request");
+	}
+	if (!any)
+		return error_set(err, EINVAL, "--retry-on: an empty list");
+	return 0;
+}
+
+/* Read a local text file into body.files[sandbox_path]. */
+static int add_file(struct submit_args *a, const char *arg, struct error *err)
+{
+	/* LOCAL:SANDBOX, split where the (absolute) sandbox path starts */
+	const char *sep = NULL;
+	for (const char *p = strstr(arg, ":/"); p; p = strstr(p + 1, ":/"))
+		sep = p;
+	if (!sep || sep == arg)
+		return error_set(err, EINVAL, "--file: '%s' is not LOCAL:/SANDBOX/PATH", arg);
+	_cleanup_free_ char *local = strndup(arg, (size_t)(sep - arg));
+	const char *dest = sep + 1;
+	json_t *files = member(a, "files", false);
+	if (!local || !files)
+		return error_set_errno(err, ENOMEM, "building the request");
+	if (json_object_get(files, dest))
+		return error_set(err, EINVAL, "--file: %s is given twice", dest);
+
+	_cleanup_close_ int fd = open(local, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return error_set_errno(err, errno, "--file: %s", local);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return error_set_errno(err, errno, "--file: %s", local);
+	if (!S_ISREG(st.st_mode))
+		return error_set(err, EINVAL, "--file: %s is not a regular file", local);
+	size_t left = SUBMIT_FILES_MAX - a->file_bytes;
+	if ((uint64_t)st.st_size > left)
+		return error_set(err, EFBIG,
+				 "--file: %s: all files together may hold at most %u MiB", local,
+				 SUBMIT_FILES_MAX >> 20);
+	/* read one byte more than allowed, in case it grew since fstat */
+	_cleanup_free_ char *buf = malloc(left + 1);
+	if (!buf)
+		return error_set_errno(err, ENOMEM, "--file: %s", local);
+	ssize_t n = read_all(fd, buf, left + 1);
+	if (n < 0)
+		return error_set_errno(err, (int)-n, "--file: %s", local);
+	if ((size_t)n > left)
+		return error_set(err, EFBIG,
+				 "--file: %s: all files together may hold at most %u MiB", local,
+				 SUBMIT_FILES_MAX >> 20);
+	json_t *text = json_stringn(buf, (size_t)n);
+	if (!text)
+		return error_set(err, EINVAL, "--file: %s is not UTF-8 text", local);
+	if (json_object_set_new(files, dest, text) < 0)
+		return error_set_errno(err, ENOMEM, "building the request");
+	a->file_bytes += (size_t)n;
+	return 0;
+}
+
+static int parse_value(int opt, const char *arg, struct submit_args *a, struct error *err)
+{
+	uint64_t v;
+	switch (opt) {
+	case OPT_MEMORY:
+		return size_mib("memory", arg, a, "memory_mb", err);
+	case OPT_DISK:
+		return size_mib("disk", arg, a, "disk_mb", err);
+	case OPT_CPUS:
+		if (parse_cpus_milli(arg, &v) < 0 || v == 0)
+			return error_set(err, EINVAL,
+					 "--cpus: '%s' is not a positive number (e.g. 0.5, 2)",
+					 arg);
+		return set_limit(a, "cpus", thousandths(v), err);
+	case OPT_PIDS:
+		if (parse_u64(arg, &v) < 0 || v == 0 || v > INT64_MAX)
+			return error_set(err, EINVAL, "--pids: '%s' is not a positive whole number",
+					 arg);
+		return set_limit(a, "pids", json_integer((json_int_t)v), err);
+	case OPT_TIMEOUT:
+		if (parse_duration_ms(arg, &v) < 0 || v == 0)
+			return error_set(err, EINVAL,
+					 "--timeout: '%s' is not a duration (e.g. 90s, 2h)", arg);
+		return set_limit(a, "timeout_s", thousandths(v), err);
+	case OPT_ENV:
+		return add_env(a, arg, err);
+	case OPT_ATTEMPTS:
+		if (parse_u64(arg, &v) < 0 || v == 0 || v > TASK_MAX_ATTEMPTS_MAX)
+			return error_set(err, EINVAL,
+					 "--attempts: '%s' is not a number from 1 to %d", arg,
+					 TASK_MAX_ATTEMPTS_MAX);
+		if (json_object_set_new(a->body, "max_attempts", json_integer((json_int_t)v)) < 0)
+			return error_set_errno(err, ENOMEM, "building the request");
+		return 0;
+	case OPT_RETRY_ON:
+		return add_retry_on(a, arg, err);
+	case OPT_FILE:
+		return add_file(a, arg, err);
+	case OPT_METADATA: {
+		json_error_t jerr;
+		json_t *m = json_loads(arg, JSON_REJECT_DUPLICATES, &jerr);
+		if (!m)
+			return error_set(err, EINVAL, "--metadata: not JSON: %s", jerr.text);
+		if (!json_is_object(m)) {
+			json_decref(m);
+			return error_set(err, EINVAL, "--metadata: must be a JSON object");
+		}
+		if (json_object_set_new(a->body, "metadata", m) < 0)
+			return error_set_errno(err, ENOMEM, "building the request");
+		return 0;
+	}
+	case OPT_SOCKET:
+		a->socket_path = arg;
+		return 0;
+	case 'h':
+		a->help = true;
+		return 0;
+	}
+	return error_set(err, EINVAL, "internal: unhandled option");
+}
+
+static int parse_args(int argc, char **argv, struct submit_args *a, struct error *err)
+{
+	opterr = 0;
+	optind = 1;
+	int opt;
+	/* "+": stop at the first non-option, so the command's own flags are its own */
+	while ((opt = getopt_long(argc, argv, "+:h", options, NULL)) != -1) {
+		if (opt == ':')
+			return error_set(err, EINVAL, "option '%s' needs a value",
+					 argv[optind - 1]);
+		if (opt == '?')
+			return error_set(err, EINVAL,
+					 "unknown option '%s' (see agentbox submit --help)",
+					 argv[optind - 1]);
+		int r = parse_value(opt, optarg, a, err);
+		if (r < 0)
+			return r;
+	}
+	if (a->help)
+		return 0;
+	if (optind >= argc)
+		return error_set(err, EINVAL,
+				 "no command given (agentbox submit [OPTIONS] -- COMMAND)");
+	json_t *command = json_array();
+	if (!command || json_object_set_new(a->body, "command", command) < 0)
+		return error_set_errno(err, ENOMEM, "building the request");
+	for (int i = optind; i < argc; i++) {
+		json_t *s = json_string(argv[i]);
+		if (!s)
+			return error_set(err, EINVAL, "the command's argument %d is not UTF-8 text",
+					 i - optind);
+		if (json_array_append_new(command, s) < 0)
+			return error_set_errno(err, ENOMEM, "building the request");
+	}
+	return 0;
+}
+
+int verb_submit(int argc, char **argv)
+{
+	struct submit_args a = {.body = json_object()};
+	struct error err = {0};
+	int rc = EXIT_AGENTBOX;
+	if (!a.body)
+		return cli_fail("submit: out of memory");
+	if (parse_args(argc, argv, &a, &err) < 0) {
+		rc = cli_fail("submit: %s", err.msg);
+		goto out;
+	}
+	if (a.help) {
+		fputs(help, stdout);
+		rc = 0;
+		goto out;
+	}
+
+	struct client c;
+	if (client_init(&c, a.socket_path, &err) < 0) {
+		rc = cli_fail("submit: %s", err.msg);
+		goto out;
+	}
+	json_t *task = NULL;
+	int r = client_call(&c, "POST", "/v1/tasks", a.body, &task, &err);
+	client_release(&c);
+	if (r < 0) {
+		rc = cli_fail("submit: %s", err.msg);
+		goto out;
+	}
+	const char *id = json_string_value(json_object_get(task, "id"));
+	if (!id)
+		rc = cli_fail("submit: agentboxd's answer has no task id");
+	else if (printf("%s\n", id) < 0 || fflush(stdout) == EOF)
+		rc = cli_fail("submit: cannot write the output");
+	else
+		rc = 0;
+	json_decref(task);
+out:
+	json_decref(a.body);
+	return rc;
+}

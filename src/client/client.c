@@ -1,0 +1,221 @@
+/*
+ * client.c - finding agentboxd, one JSON call, one stream, and turning
+ * the daemon's error answers into one line (client.h).
+ */
+#include "client/client.h"
+
+#include "base/cleanup.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLIENT_PEER "agentboxd"
+
+int client_init(struct client *c, const char *socket_path, struct error *err)
+{
+	*c = (struct client){
+	    .connect_timeout_ms = CLIENT_CONNECT_TIMEOUT_MS,
+	    .read_timeout_ms = CLIENT_READ_TIMEOUT_MS,
+	};
+	const char *host = getenv("AGENTBOX_HOST");
+	int r;
+	if (socket_path) {
+		if ((r = http_endpoint_unix(socket_path, &c->ep, err)) < 0)
+			return error_prefix(err, "--socket: ");
+	} else if (host && *host) {
+		if ((r = http_endpoint_parse(host, &c->ep, err)) < 0)
+			return error_prefix(err, "AGENTBOX_HOST: ");
+	} else if ((r = http_endpoint_unix(CLIENT_DEFAULT_SOCKET, &c->ep, err)) < 0) {
+		return r;
+	}
+
+	const char *token = getenv("AGENTBOX_TOKEN");
+	if (c->ep.transport == HTTP_TCP && token && *token) {
+		size_t n = strlen(token);
+		if (n > CLIENT_TOKEN_MAX)
+			return error_set(err, EINVAL, "AGENTBOX_TOKEN is longer than %d bytes",
+					 CLIENT_TOKEN_MAX);
+		for (size_t i = 0; i < n; i++) {
+			unsigned char ch = (unsigned char)token[i];
+			if (ch <= ' ' || ch == 0x7f)
+				return error_set(
+				    err, EINVAL,
+				    "AGENTBOX_TOKEN holds spaces or control characters");
+		}
+		if (asprintf(&c->auth_header, "Authorization: Bearer %s", token) < 0) {
+			c->auth_header = NULL;
+			return error_set_errno(err, ENOMEM, "AGENTBOX_TOKEN");
+		}
+	}
+	return 0;
+}
+
+void client_release(struct client *c)
+{
+	if (!c)
+		return;
+	free(c->auth_header);
+	c->auth_header = NULL;
+}
+
+/* Control characters from the daemon never reach the terminal. */
+static void scrub(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
+static int status_errno(int status)
+{
+	switch (status) {
+	case 400:
+		return EINVAL;
+	case 401:
+		return EACCES;
+	case 404:
+		return ENOENT;
+	case 409:
+		return EBUSY;
+	case 413:
+		return E2BIG;
+	}
+	return EREMOTEIO;
+}
+
+/* The daemon said no: its message and code, or what we can tell without them. */
+static int api_error(const struct client *c, const struct http_response *res, struct error *err)
+{
+	int code = status_errno(res->status);
+	json_t *root = res->body ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	json_t *e = json_object_get(root, "error");
+	const char *name = json_string_value(json_object_get(e, "code"));
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	const char *field = json_string_value(json_object_get(e, "field"));
+	if (name && msg) {
+		if (field && *field)
+			error_set(err, code, "%s (%s, field %s)", msg, name, field);
+		else
+			error_set(err, code, "%s (%s)", msg, name);
+	} else {
+		error_set(err, code, "%s at %s answered %d %s", CLIENT_PEER, c->ep.name,
+			  res->status, res->reason);
+	}
+	json_decref(root);
+	if (err) {
+		if (res->status == 401 && c->ep.transport == HTTP_TCP && !c->auth_header)
+			error_prefix(err, "AGENTBOX_TOKEN is not set: ");
+		scrub(err->msg);
+	}
+	return -code;
+}
+
+static void fill_request(const struct client *c, struct http_request *req, const char *headers[3],
+			 const char *accept)
+{
+	size_t n = 0;
+	if (c->auth_header)
+		headers[n++] = c->auth_header;
+	if (accept)
+		headers[n++] = accept;
+	headers[n] = NULL;
+	req->headers = headers;
+	req->host = c->ep.transport == HTTP_TCP ? c->ep.name : "localhost";
+}
+
+int client_call(struct client *c, const char *method, const char *target, const json_t *body,
+		json_t **ret, struct error *err)
+{
+	c->last_status = 0;
+	_cleanup_free_ char *text = NULL;
+	if (body) {
+		text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15));
+		if (!text)
+			return error_set_errno(err, ENOMEM, "encoding the request");
+	}
+	const char *headers[3];
+	struct http_request req = {
+	    .method = method,
+	    .target = target,
+	    .body = text,
+	    .body_len = text ? strlen(text) : 0,
+	    .content_type = text ? "application/json" : NULL,
+	};
+	fill_request(c, &req, headers, "Accept: application/json");
+	struct http_options opt = {
+	    .connect_timeout_ms = c->connect_timeout_ms,
+	    .read_timeout_ms = c->read_timeout_ms,
+	    .peer = CLIENT_PEER,
+	};
+	struct http_response res;
+	int r = http_request(&c->ep, &req, &opt, &res, err);
+	if (r < 0)
+		return r;
+	c->last_status = res.status;
+	if (res.status / 100 != 2) {
+		r = api_error(c, &res, err);
+		http_response_release(&res);
+		return r;
+	}
+	json_error_t jerr;
+	json_t *json = json_loadb(res.body ? res.body : "", res.body_len, JSON_DECODE_ANY, &jerr);
+	http_response_release(&res);
+	if (!json) {
+		r = error_set(err, EPROTO, "%s at %s answered with something that is not JSON: %s",
+			      CLIENT_PEER, c->ep.name, jerr.text);
+		scrub(err ? err->msg : jerr.text);
+		return r;
+	}
+	if (ret)
+		*ret = json;
+	else
+		json_decref(json);
+	return 0;
+}
+
+struct stream_relay {
+	struct client *c;
+	http_body_fn fn;
+	void *data;
+};
+
+/* Note the status as soon as the body starts: a stream can break later. */
+static int relay_body(const struct http_response *res, const char *buf, size_t len, void *data,
+		      struct error *err)
+{
+	struct stream_relay *s = data;
+	s->c->last_status = res->status;
+	return s->fn(res, buf, len, s->data, err);
+}
+
+int client_stream(struct client *c, const char *target, const char *accept, int64_t deadline_ms,
+		  int read_timeout_ms, http_body_fn fn, void *data, struct error *err)
+{
+	c->last_status = 0;
+	struct stream_relay relay = {.c = c, .fn = fn, .data = data};
+	char accept_line[128];
+	const char *headers[3];
+	struct http_request req = {.method = "GET", .target = target};
+	if (accept)
+		snprintf(accept_line, sizeof(accept_line), "Accept: %s", accept);
+	fill_request(c, &req, headers, accept ? accept_line : NULL);
+	struct http_options opt = {
+	    .connect_timeout_ms = c->connect_timeout_ms,
+	    .read_timeout_ms = read_timeout_ms,
+	    .deadline_ms = deadline_ms,
+	    .peer = CLIENT_PEER,
+	    .on_body = relay_body,
+	    .data = &relay,
+	};
+	struct http_response res;
+	int r = http_request(&c->ep, &req, &opt, &res, err);
+	if (r < 0)
+		return r;
+	c->last_status = res.status;
+	if (res.status / 100 != 2)
+		r = api_error(c, &res, err);
+	http_response_release(&res);
+	return r;
+}

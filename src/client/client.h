@@ -1,0 +1,115 @@
+/*
+ * client.h - the agentbox command's side of the agentboxd API: where the
+ * daemon is, one JSON call, one stream, and the daemon's errors as one
+ * line for a person. Built on http-client.h; JSON is jansson's.
+ *
+ * Where the daemon is, first match wins:
+ *   --socket PATH (the caller's option)   a unix socket
+ *   AGENTBOX_HOST=/path                   a unix socket
+ *   AGENTBOX_HOST=HOST:PORT               TCP; AGENTBOX_TOKEN, if set, is
+ *                                         sent as "Authorization: Bearer"
+ *   otherwise                             CLIENT_DEFAULT_SOCKET
+ *
+ * Errors: 0 or -errno, and a struct error whose message is ready to print
+ * after "agentbox: VERB: ". When the daemon answered with an error (4xx,
+ * 5xx), the message is the daemon's own, followed by its stable code,
+ *	no task tsk_... (not_found)
+ * c->last_status holds the HTTP status (0 when no response came, so a
+ * caller can tell "the daemon said no" from "the daemon is not there";
+ * a stream sets it when its body starts, so it stays set if the stream
+ * breaks later),
+ * and the return value is -ENOENT (404), -EINVAL (400), -EACCES (401),
+ * -EBUSY (409), -E2BIG (413) or -EREMOTEIO (anything else).
+ *
+ * Ownership: a struct client owns its Authorization line
+ * (client_release()); JSON returned is the caller's (json_decref()).
+ */
+#ifndef AGENTBOX_CLIENT_CLIENT_H
+#define AGENTBOX_CLIENT_CLIENT_H
+
+#include "base/error.h"
+#include "client/http-client.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+#define CLIENT_DEFAULT_SOCKET	  "/run/agentbox/agentbox.sock"
+#define CLIENT_CONNECT_TIMEOUT_MS 5000
+#define CLIENT_READ_TIMEOUT_MS	  30000
+/* Bytes of AGENTBOX_TOKEN. */
+#define CLIENT_TOKEN_MAX 4096
+/* Bytes of a request path we build ("/v1/tasks/ID/events?after=N"). */
+#define CLIENT_TARGET_MAX 1024
+/* Bytes of a task id we put in a path. */
+#define CLIENT_ID_MAX 64
+
+struct client {
+	struct http_endpoint ep;
+	char *auth_header;	/* "Authorization: Bearer ..." or NULL */
+	int connect_timeout_ms; /* CLIENT_CONNECT_TIMEOUT_MS unless changed */
+	int read_timeout_ms;	/* CLIENT_READ_TIMEOUT_MS unless changed; streams use none */
+	int last_status;	/* the last response's HTTP status; 0 = none came */
+};
+
+/* Fill c from socket_path (NULL = not given) and the environment. */
+int client_init(struct client *c, const char *socket_path, struct error *err);
+void client_release(struct client *c);
+
+/*
+ * One request with an optional JSON body (sent as application/json) and a
+ * JSON answer: on 2xx, *ret gets the parsed body (a JSON value of any
+ * kind; ret may be NULL to drop it).
+ */
+int client_call(struct client *c, const char *method, const char *target, const json_t *body,
+		json_t **ret, struct error *err);
+
+/*
+ * A GET whose 2xx body is handed to fn as it arrives; accept is the
+ * Accept header (NULL = none). Returns when the body ends, when fn
+ * returns > 0, when nothing came for read_timeout_ms (0 = wait forever,
+ * as streams that follow a task do), or by deadline_ms (http_now_ms(); 0
+ * = none); running out of time is -ETIMEDOUT. An error answer is
+ * reported as for client_call().
+ */
+int client_stream(struct client *c, const char *target, const char *accept, int64_t deadline_ms,
+		  int read_timeout_ms, http_body_fn fn, void *data, struct error *err);
+
+/* ---- what the verbs share (task-view.c) ------------------------------- */
+
+/*
+ * "/v1/tasks/ID" + suffix into buf. The id must look like an id
+ * ([A-Za-z0-9_-], at most CLIENT_ID_MAX bytes) before it goes into a
+ * path: -EINVAL with err set otherwise.
+ */
+int client_task_target(char *buf, size_t size, const char *id, const char *suffix,
+		       struct error *err);
+
+/*
+ * The exit status `agentbox wait` returns for a task that ended in
+ * status: 0 succeeded, 1 failed, 137 oom_killed, 124 timed_out,
+ * 130 cancelled, 3 lost; -1 for a status that is not final or unknown.
+ */
+int client_status_exit_code(const char *status);
+
+/* Is status one a task never leaves? */
+bool client_status_is_final(const char *status);
+
+/* Print JSON indented by two spaces, with a newline. 0 or -EIO. */
+int client_print_json(FILE *f, const json_t *json);
+
+/*
+ * A progress object as "key=value key=value" (strings bare, other values
+ * as compact JSON), cut to fit size with "..." at the end. "" for none.
+ */
+void client_format_progress(const json_t *progress, char *buf, size_t size);
+
+/* A command array as one line, arguments with spaces quoted, cut to size with "...". */
+void client_format_command(const json_t *command, char *buf, size_t size);
+
+/* "2024-05-01T12:00:00.123Z" (any offset) as ms since the epoch. 0 or -EINVAL. */
+int client_parse_time(const char *s, int64_t *ret_ms);
+
+/* A short age: "12s", "5m", "3h", "2d". */
+void client_format_age(int64_t ms, char *buf, size_t size);
+
+#endif

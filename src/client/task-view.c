@@ -1,0 +1,226 @@
+/*
+ * task-view.c - what the client verbs share about tasks: ids in paths,
+ * exit statuses, and compact one-line views (client.h).
+ */
+#include "client/client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int client_task_target(char *buf, size_t size, const char *id, const char *suffix,
+		       struct error *err)
+{
+	size_t n = strlen(id);
+	if (n == 0 || n > CLIENT_ID_MAX)
+		return error_set(err, EINVAL, "'%.*s' is not a task id", CLIENT_ID_MAX, id);
+	for (size_t i = 0; i < n; i++) {
+		char ch = id[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+		if (!ok)
+			return error_set(err, EINVAL, "'%s' is not a task id", id);
+	}
+	int w = snprintf(buf, size, "/v1/tasks/%s%s", id, suffix ? suffix : "");
+	if (w < 0 || (size_t)w >= size)
+		return error_set(err, ENAMETOOLONG, "internal: the request path is too long");
+	return 0;
+}
+
+static const struct {
+	const char *status;
+	int exit_code;
+} final_statuses[] = {
+    {"succeeded", 0},	{"failed", 1},	    {"oom_killed", 137},
+    {"timed_out", 124}, {"cancelled", 130}, {"lost", 3},
+};
+
+int client_status_exit_code(const char *status)
+{
+	if (!status)
+		return -1;
+	for (size_t i = 0; i < sizeof(final_statuses) / sizeof(final_statuses[0]); i++)
+		if (strcmp(status, final_statuses[i].status) == 0)
+			return final_statuses[i].exit_code;
+	return -1;
+}
+
+bool client_status_is_final(const char *status)
+{
+	return client_status_exit_code(status) >= 0;
+}
+
+int client_print_json(FILE *f, const json_t *json)
+{
+	if (json_dumpf(json, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15) | JSON_ENCODE_ANY) < 0 ||
+	    fputc('\n', f) == EOF)
+		return -EIO;
+	return 0;
+}
+
+/* Appends to a fixed buffer; past its end, the text ends in "...". */
+struct line {
+	char *buf;
+	size_t size, len;
+	bool cut;
+};
+
+static void line_add(struct line *l, const char *s, size_t n)
+{
+	if (l->cut || l->size == 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (l->len + 1 >= l->size) {
+			l->cut = true;
+			size_t keep = l->size > 4 ? l->size - 4 : 0;
+			if (l->len > keep)
+				l->len = keep;
+			/* do not leave half a UTF-8 sequence before the dots */
+			while (l->len > 0 && ((unsigned char)l->buf[l->len] & 0xc0) == 0x80)
+				l->len--;
+			snprintf(l->buf + l->len, l->size - l->len, "...");
+			l->len = strlen(l->buf);
+			return;
+		}
+		unsigned char ch = (unsigned char)s[i];
+		l->buf[l->len++] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
+		l->buf[l->len] = '\0';
+	}
+}
+
+static void line_adds(struct line *l, const char *s)
+{
+	line_add(l, s, strlen(s));
+}
+
+void client_format_progress(const json_t *progress, char *buf, size_t size)
+{
+	struct line l = {.buf = buf, .size = size};
+	if (size)
+		buf[0] = '\0';
+	const char *key;
+	json_t *value;
+	bool first = true;
+	json_object_foreach((json_t *)progress, key, value)
+	{
+		if (!first)
+			line_adds(&l, " ");
+		first = false;
+		line_adds(&l, key);
+		line_adds(&l, "=");
+		if (json_is_string(value)) {
+			line_add(&l, json_string_value(value), json_string_length(value));
+		} else {
+			char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY |
+							   JSON_REAL_PRECISION(15));
+			line_adds(&l, text ? text : "?");
+			free(text);
+		}
+	}
+}
+
+void client_format_command(const json_t *command, char *buf, size_t size)
+{
+	struct line l = {.buf = buf, .size = size};
+	if (size)
+		buf[0] = '\0';
+	size_t i;
+	json_t *arg;
+	json_array_foreach(command, i, arg)
+	{
+		const char *s = json_string_value(arg);
+		if (!s)
+			continue;
+		if (i > 0)
+			line_adds(&l, " ");
+		bool quote = !*s || strpbrk(s, " \t'\"") != NULL;
+		if (quote)
+			line_adds(&l, "'");
+		line_adds(&l, s);
+		if (quote)
+			line_adds(&l, "'");
+	}
+}
+
+/* n digits at *p as a number; advances p. -1 when they are not digits. */
+static int digits(const char **p, int n)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		char ch = (*p)[i];
+		if (ch < '0' || ch > '9')
+			return -1;
+		v = v * 10 + (ch - '0');
+	}
+	*p += n;
+	return v;
+}
+
+int client_parse_time(const char *s, int64_t *ret_ms)
+{
+	const char *p = s;
+	struct tm tm = {0};
+	int year, mon, day, hour, min, sec;
+	if ((year = digits(&p, 4)) < 0 || *p++ != '-' || (mon = digits(&p, 2)) < 0 || *p++ != '-' ||
+	    (day = digits(&p, 2)) < 0 || (*p != 'T' && *p != 't'))
+		return -EINVAL;
+	p++;
+	if ((hour = digits(&p, 2)) < 0 || *p++ != ':' || (min = digits(&p, 2)) < 0 || *p++ != ':' ||
+	    (sec = digits(&p, 2)) < 0)
+		return -EINVAL;
+	if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60)
+		return -EINVAL;
+	int64_t ms = 0;
+	if (*p == '.') {
+		p++;
+		int n = 0, scale = 100;
+		while (*p >= '0' && *p <= '9') {
+			if (n < 3)
+				ms += (*p - '0') * scale;
+			scale /= 10;
+			n++;
+			p++;
+		}
+		if (n == 0)
+			return -EINVAL;
+	}
+	int64_t offset = 0;
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p++ == '-' ? -1 : 1;
+		int oh, om;
+		if ((oh = digits(&p, 2)) < 0 || *p++ != ':' || (om = digits(&p, 2)) < 0 ||
+		    oh > 23 || om > 59)
+			return -EINVAL;
+		offset = sign * (int64_t)(oh * 3600 + om * 60);
+	} else {
+		return -EINVAL;
+	}
+	if (*p)
+		return -EINVAL;
+	tm.tm_year = year - 1900;
+	tm.tm_mon = mon - 1;
+	tm.tm_mday = day;
+	tm.tm_hour = hour;
+	tm.tm_min = min;
+	tm.tm_sec = sec;
+	time_t t = timegm(&tm);
+	*ret_ms = ((int64_t)t - offset) * 1000 + ms;
+	return 0;
+}
+
+void client_format_age(int64_t ms, char *buf, size_t size)
+{
+	int64_t s = ms > 0 ? ms / 1000 : 0;
+	if (s < 60)
+		snprintf(buf, size, "%llds", (long long)s);
+	else if (s < 3600)
+		snprintf(buf, size, "%lldm", (long long)(s / 60));
+	else if (s < 48 * 3600)
+		snprintf(buf, size, "%lldh", (long long)(s / 3600));
+	else
+		snprintf(buf, size, "%lldd", (long long)(s / 86400));
+}

@@ -1,0 +1,66 @@
+/*
+ * daemon.h - what the pieces of agentboxd share: configuration, the pool
+ * of store connections the HTTP threads use, and the scheduler's wake-up.
+ *
+ * Threads: libmicrohttpd runs one thread per connection; each takes a
+ * store from the pool for the length of one request (streams open their
+ * own). The scheduler runs in one thread of its own with its own store.
+ * Nothing here clones sandboxes: supervisors do, in their own processes.
+ */
+#ifndef AGENTBOX_DAEMON_DAEMON_H
+#define AGENTBOX_DAEMON_DAEMON_H
+
+#include "api/api.h"
+#include "base/error.h"
+#include "store/store.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define DAEMON_SOCKET_DEFAULT    "/run/agentbox/agentbox.sock"
+#define DAEMON_STATE_DIR_DEFAULT "/var/lib/agentbox"
+#define DAEMON_POOL_SIZE         8
+#define DAEMON_CONNECTIONS_MAX   256
+
+struct daemon_config {
+	const char *socket_path;
+	const char *state_dir;
+	const char *listen;         /* "ADDR:PORT" or NULL */
+	const char *supervisor_path;
+	unsigned max_running;
+};
+
+struct store_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t free_cond;
+	struct store *stores[DAEMON_POOL_SIZE];
+	bool busy[DAEMON_POOL_SIZE];
+	char db_path[4096];
+};
+
+struct daemon {
+	struct daemon_config cfg;
+	struct store_pool pool;
+	char db_path[4096];
+	char token[65]; /* for TCP clients */
+	int wake_fd;    /* eventfd: the scheduler's doorbell */
+	volatile int stopping;
+};
+
+int store_pool_init(struct store_pool *p, const char *db_path, struct error *err);
+struct store *store_pool_get(struct store_pool *p);
+void store_pool_put(struct store_pool *p, struct store *st);
+void store_pool_release(struct store_pool *p);
+
+/* The HTTP side: one listener per socket (unix: no token; TCP: token). */
+struct listener;
+int server_start(struct daemon *d, int listen_fd, const char *token, struct listener **ret,
+		 struct error *err);
+void server_stop(struct listener *l);
+
+/* Ring the scheduler's doorbell. */
+void daemon_wake(struct daemon *d);
+
+int64_t daemon_now_ms(void);
+
+#endif

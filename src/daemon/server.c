@@ -1,0 +1,213 @@
+/*
+ * server.c - libmicrohttpd in front of api_handle(): read the request,
+ * hand it over, send what comes back. Streams (logs -f, SSE events) are
+ * in stream.c.
+ */
+#include "daemon/daemon.h"
+#include "daemon/stream.h"
+
+#include "base/cleanup.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct listener {
+	struct daemon *d;
+	const char *token;
+	struct MHD_Daemon *mhd;
+};
+
+/* What one request has sent so far. */
+struct request_state {
+	char *body;
+	size_t len;
+};
+
+static void on_task_submitted(void *data)
+{
+	daemon_wake(data);
+}
+
+static void on_cancel_requested(const char *id, void *data)
+{
+	(void)id;
+	daemon_wake(data);
+}
+
+struct query_buf {
+	char text[API_QUERY_MAX + 2];
+	size_t len;
+	bool overflow;
+};
+
+static void query_put(struct query_buf *q, const char *s, bool encode)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		bool plain = !encode || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			     (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~' ||
+			     c == ',';
+		if (q->len + 4 >= sizeof(q->text)) {
+			q->overflow = true;
+			return;
+		}
+		if (plain) {
+			q->text[q->len++] = (char)c;
+		} else {
+			q->text[q->len++] = '%';
+			q->text[q->len++] = hex[c >> 4];
+			q->text[q->len++] = hex[c & 15];
+		}
+	}
+	q->text[q->len] = '\0';
+}
+
+/* MHD has decoded the query: encode it again for the API, which parses it itself. */
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *value)
+{
+	(void)kind;
+	struct query_buf *q = cls;
+	if (q->len)
+		query_put(q, "&", false);
+	query_put(q, key, true);
+	if (value) {
+		query_put(q, "=", false);
+		query_put(q, value, true);
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, const struct api_response *r)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	if (r->content_type)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+	if (r->allow[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+	if (r->www_authenticate[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_authenticate);
+	if (r->log[0])
+		fprintf(stderr, "agentboxd: %d: %s\n", r->status, r->log);
+	enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
+	MHD_destroy_response(resp);
+	return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+	(void)version;
+	struct listener *l = cls;
+	struct request_state *rs = *con_cls;
+	if (!rs) {
+		rs = calloc(1, sizeof(*rs));
+		*con_cls = rs;
+		return rs ? MHD_YES : MHD_NO;
+	}
+	if (*upload_data_size) {
+		/* keep one byte past the limit, so the API can answer 413 */
+		size_t room = API_BODY_MAX + 1 - rs->len;
+		size_t take = *upload_data_size < room ? *upload_data_size : room;
+		if (take) {
+			char *n = realloc(rs->body, rs->len + take);
+			if (!n)
+				return MHD_NO;
+			memcpy(n + rs->len, upload_data, take);
+			rs->body = n;
+			rs->len += take;
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+
+	struct query_buf q = {.len = 0};
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+	struct api_request req = {
+		.method = method,
+		.path = url,
+		.query = q.len ? (q.overflow ? "overflow=%00" : q.text) : NULL,
+		.body = rs->body,
+		.body_len = rs->len,
+		.content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+		.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+		.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+	};
+	struct api_ctx ctx = {
+		.state_dir = l->d->cfg.state_dir,
+		.token = l->token,
+		.now_ms = daemon_now_ms,
+		.task_submitted = on_task_submitted,
+		.task_cancel_requested = on_cancel_requested,
+		.hook_data = l->d,
+	};
+	struct api_response resp = {0};
+	ctx.store = store_pool_get(&l->d->pool);
+	enum MHD_Result ok;
+	if (api_request_wants_stream(&req)) {
+		struct api_stream s;
+		int r = api_stream_begin(&ctx, &req, &s, &resp);
+		store_pool_put(&l->d->pool, ctx.store);
+		if (r == 0)
+			ok = stream_start(l->d, c, &s);
+		else
+			ok = send_response(c, &resp);
+	} else {
+		(void)api_handle(&ctx, &req, &resp);
+		store_pool_put(&l->d->pool, ctx.store);
+		ok = send_response(c, &resp);
+	}
+	api_response_release(&resp);
+	return ok;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)c;
+	(void)toe;
+	struct request_state *rs = *con_cls;
+	if (rs) {
+		free(rs->body);
+		free(rs);
+	}
+	*con_cls = NULL;
+}
+
+int server_start(struct daemon *d, int listen_fd, const char *token, struct listener **ret,
+		 struct error *err)
+{
+	struct listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return error_set(err, ENOMEM, "out of memory");
+	*l = (struct listener){.d = d, .token = token};
+	l->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+					  MHD_USE_POLL | MHD_USE_ERROR_LOG,
+				  0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)DAEMON_CONNECTIONS_MAX,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600, MHD_OPTION_END);
+	if (!l->mhd) {
+		free(l);
+		return error_set(err, EIO, "cannot start the HTTP server");
+	}
+	*ret = l;
+	return 0;
+}
+
+void server_stop(struct listener *l)
+{
+	if (!l)
+		return;
+	MHD_stop_daemon(l->mhd);
+	free(l);
+}

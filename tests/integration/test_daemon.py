@@ -1,0 +1,211 @@
+"""agentboxd against the seed story: durable tasks through OOM kills,
+daemon crashes and restarts, with the real daemon, supervisors and sandboxes.
+"""
+import os
+import random
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from daemon import Daemon
+
+PAGES = 30
+
+STEADY = f"""
+import json, os, time
+ch = open(os.environ["AGENTBOX_PROGRESS"], "a")
+for page in range(1, {PAGES} + 1):
+    time.sleep(0.2)
+    print("page", page, flush=True)
+    ch.write(json.dumps({{"pages_crawled": page}}) + "\\n"); ch.flush()
+"""
+
+LEAKY = """
+import json, os, time
+ch = open(os.environ["AGENTBOX_PROGRESS"], "a")
+pages = []
+for page in range(1, 100):
+    pages.append(bytearray(b"x") * (20 << 20))
+    ch.write(json.dumps({"pages_crawled": page}) + "\\n"); ch.flush()
+    time.sleep(0.2)
+"""
+
+RESUME = f"""
+import json, os, time
+ch = open(os.environ["AGENTBOX_PROGRESS"], "a")
+try:
+    start = int(open("/state/page").read()) + 1
+except FileNotFoundError:
+    start = 1
+hog = []
+for page in range(start, {PAGES} + 1):
+    if page == 12 and os.environ["AGENTBOX_ATTEMPT"] == "1":
+        while True:
+            hog.append(bytearray(b"x") * (32 << 20))
+    open("/state/page.tmp", "w").write(str(page)); os.rename("/state/page.tmp", "/state/page")
+    ch.write(json.dumps({{"pages_crawled": page, "attempt": int(os.environ["AGENTBOX_ATTEMPT"])}}) + "\\n"); ch.flush()
+"""
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(tmp_path, "--max-running", "32").start()
+    yield d
+    d.stop()
+
+
+def progress_pages(events):
+    return [e["data"]["pages_crawled"] for e in events if e["type"] == "progress"]
+
+
+def submit_seed(d):
+    steady = [d.submit(command=["python3", "-c", STEADY], limits={"memory_mb": 128})
+              for _ in range(20)]
+    leaky = d.submit(command=["python3", "-c", LEAKY], limits={"memory_mb": 128})
+    return steady, leaky
+
+
+def check_seed(d, steady, leaky, tasks):
+    assert tasks[leaky]["status"] == "oom_killed", tasks[leaky]
+    died_at = tasks[leaky]["progress"]["pages_crawled"]
+    assert 4 <= died_at <= 7, f"the leaky task reported page {died_at} last"
+    for tid in steady:
+        t = tasks[tid]
+        assert t["status"] == "succeeded" and t["exit_code"] == 0, t
+        assert t["progress"] == {"pages_crawled": PAGES}
+        assert progress_pages(d.events(tid)) == list(range(1, PAGES + 1))
+        status, logs = d.request("GET", f"/v1/tasks/{tid}/logs")
+        assert status == 200
+        assert logs.splitlines() == [f"page {p}" for p in range(1, PAGES + 1)]
+
+
+def test_seed_scenario(daemon):
+    steady, leaky = submit_seed(daemon)
+    slowest = [0.0]
+
+    def probe():
+        t = time.monotonic()
+        daemon.task(random.choice(steady))
+        slowest[0] = max(slowest[0], time.monotonic() - t)
+
+    tasks = daemon.wait_all(steady + [leaky], timeout=120, on_poll=probe)
+    check_seed(daemon, steady, leaky, tasks)
+    assert slowest[0] < 0.1, f"a status query took {slowest[0] * 1000:.0f} ms"
+
+
+def test_seed_scenario_survives_three_daemon_kills(daemon):
+    steady, leaky = submit_seed(daemon)
+    rng = random.Random(7)
+    for _ in range(3):
+        time.sleep(rng.uniform(0.5, 2.0))
+        daemon.kill()
+        time.sleep(rng.uniform(0.1, 1.0))  # tasks go on, unwatched
+        daemon.start()
+    tasks = daemon.wait_all(steady + [leaky], timeout=180)
+    check_seed(daemon, steady, leaky, tasks)
+    for tid in steady + [leaky]:
+        statuses = [e["data"]["status"] for e in daemon.events(tid) if e["type"] == "status"]
+        assert statuses[0] == "running" and statuses[-1] == tasks[tid]["status"], statuses
+
+
+def test_resume_from_checkpoint_after_oom(daemon):
+    tid = daemon.submit(command=["python3", "-c", RESUME], limits={"memory_mb": 96},
+                        max_attempts=2, retry_on=["oom_killed"])
+    t = daemon.wait_all([tid], timeout=60)[tid]
+    assert t["status"] == "succeeded" and t["attempt"] == 2, t
+    events = daemon.events(tid)
+    first = [e["data"]["pages_crawled"] for e in events if e["type"] == "progress" and e["attempt"] == 1]
+    second = [e["data"]["pages_crawled"] for e in events if e["type"] == "progress" and e["attempt"] == 2]
+    assert first == list(range(1, 12))
+    assert second == list(range(12, PAGES + 1)) or second == list(range(13, PAGES + 1)), second
+    assert second[0] == 12 or first[-1] == 11
+    statuses = [(e["attempt"], e["data"]["status"]) for e in events if e["type"] == "status"]
+    assert (1, "running") in statuses and (2, "running") in statuses and statuses[-1] == (2, "succeeded")
+
+
+@pytest.mark.parametrize("body, status, code", [
+    (b"{not json", 400, "invalid_json"),
+    ({"command": "echo hi"}, 400, "invalid_field"),
+    ({"command": ["true"], "limits": {"memroy_mb": 5}}, 400, "unknown_field"),
+    ({"limits": {"memory_mb": 128}}, 400, "missing_field"),
+    ({"command": ["true"], "limits": {"memory_mb": 10 ** 12}}, 400, "invalid_field"),
+    ({"command": ["true"], "limits": {"cpus": -1}}, 400, "invalid_field"),
+    ("10 MiB", 413, "body_too_large"),
+], ids=["malformed-json", "wrong-type", "unknown-field", "missing-command", "absurd-memory",
+        "negative-cpus", "10MiB-body"])
+def test_bad_input_gets_an_error_object(daemon, body, status, code):
+    if body == "10 MiB":
+        body = b'{"x": "' + b"a" * (10 << 20) + b'"}'
+    got, payload = daemon.request("POST", "/v1/tasks", body)
+    assert got == status, payload
+    assert payload["error"]["code"] == code and payload["error"]["message"]
+    assert daemon.request("GET", "/healthz")[0] == 200
+
+
+def test_bad_routes_and_ids(daemon):
+    got, payload = daemon.request("GET", "/v1/nothing")
+    assert got == 404 and payload["error"]["code"] == "not_found"
+    got, payload = daemon.request("GET", "/v1/tasks/not-an-id")
+    assert got == 400 and payload["error"]["code"] == "invalid_id"
+    got, payload = daemon.request("GET", "/v1/tasks/tsk_00000000000000000000000000")
+    assert got == 404 and payload["error"]["code"] == "not_found"
+    got, payload = daemon.request("DELETE", "/v1/tasks")
+    assert got == 405
+    assert daemon.request("GET", "/healthz")[0] == 200
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_output_flood_is_capped_and_the_daemon_stays_small(daemon):
+    tid = daemon.submit(command=["sh", "-c", "head -c 209715200 /dev/zero | tr '\\0' 'a'; echo; echo done"])
+    peak = [0]
+    tasks = daemon.wait_all([tid], timeout=120,
+                            on_poll=lambda: peak.__setitem__(0, max(peak[0], rss_kib(daemon.proc.pid))))
+    assert tasks[tid]["status"] == "succeeded", tasks[tid]
+    status, raw, _ = daemon.request("GET", f"/v1/tasks/{tid}/logs", raw=True)
+    assert status == 200
+    assert len(raw) <= (16 << 20) + 200
+    assert raw.rstrip().endswith(b"[agentbox: output truncated: the log cap was reached]")
+    assert peak[0] < 64 * 1024, f"agentboxd RSS peaked at {peak[0]} KiB"
+
+
+def test_cancel_and_list(daemon):
+    tid = daemon.submit(command=["sleep", "60"])
+    deadline = time.monotonic() + 10
+    while daemon.task(tid)["status"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    status, body = daemon.request("POST", f"/v1/tasks/{tid}/cancel")
+    assert status == 200, body
+    t = daemon.wait_all([tid], timeout=20)[tid]
+    assert t["status"] == "cancelled"
+    status, body = daemon.request("GET", "/v1/tasks?status=cancelled")
+    assert status == 200 and tid in [x["id"] for x in body["tasks"]]
+    assert daemon.request("POST", f"/v1/tasks/{tid}/cancel")[0] == 409
+
+
+def test_sse_events_stream_to_the_end(daemon):
+    tid = daemon.submit(command=["python3", "-c", STEADY.replace(str(PAGES), "3")])
+    status, raw, resp = daemon.request("GET", f"/v1/tasks/{tid}/events",
+                                       headers={"Accept": "text/event-stream"}, raw=True, timeout=60)
+    assert status == 200 and resp.getheader("Content-Type").startswith("text/event-stream")
+    text = raw.decode()
+    kinds = re.findall(r"^event: (\w+)$", text, re.M)
+    assert kinds.count("progress") == 3 and kinds[-1] == "status"
+    assert '"status":"succeeded"' in text.replace(" ", "")
+
+
+def test_logs_follow_streams_until_the_end(daemon):
+    tid = daemon.submit(command=["sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.3; done"])
+    status, raw, _ = daemon.request("GET", f"/v1/tasks/{tid}/logs?follow=1", raw=True, timeout=60)
+    assert status == 200
+    assert raw.decode() == "line 1\nline 2\nline 3\n"
