@@ -209,3 +209,45 @@ def test_logs_follow_streams_until_the_end(daemon):
     status, raw, _ = daemon.request("GET", f"/v1/tasks/{tid}/logs?follow=1", raw=True, timeout=60)
     assert status == 200
     assert raw.decode() == "line 1\nline 2\nline 3\n"
+
+
+def supervisor_pid(daemon, tid, attempt):
+    path = daemon.state / "tasks" / tid / f"attempt-{attempt}" / "supervisor"
+    deadline = time.monotonic() + 10
+    while not path.exists() or not path.read_text().strip():
+        assert time.monotonic() < deadline, "the supervisor never wrote its pid"
+        time.sleep(0.02)
+    return int(path.read_text().split()[0])
+
+
+def test_a_vanished_supervisor_means_lost_and_a_retry(daemon):
+    once = daemon.submit(command=["sleep", "30"])
+    twice = daemon.submit(command=["sh", "-c", 'if [ "$AGENTBOX_ATTEMPT" = 1 ]; then sleep 30; fi'],
+                          max_attempts=2)
+    for tid in (once, twice):
+        os.kill(supervisor_pid(daemon, tid, 1), signal.SIGKILL)
+    tasks = daemon.wait_all([once, twice], timeout=30)
+    assert tasks[once]["status"] == "lost" and tasks[once]["error"], tasks[once]
+    assert tasks[twice]["status"] == "succeeded" and tasks[twice]["attempt"] == 2, tasks[twice]
+    statuses = [(e["attempt"], e["data"]["status"]) for e in daemon.events(twice) if e["type"] == "status"]
+    assert statuses == [(1, "running"), (1, "queued"), (2, "running"), (2, "succeeded")], statuses
+
+
+def test_the_cli_against_the_real_daemon(daemon):
+    import subprocess
+    from conftest import AGENTBOX
+    cli = [AGENTBOX]
+    sock = ["--socket", daemon.socket]
+    p = subprocess.run(cli + ["submit", *sock, "--memory", "128m", "--", "python3", "-c",
+                              STEADY.replace(str(PAGES), "3")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    tid = p.stdout.strip()
+    w = subprocess.run(cli + ["wait", *sock, tid], capture_output=True, text=True, timeout=60)
+    assert w.returncode == 0, w.stderr
+    assert '"succeeded"' in w.stdout and '"pages_crawled": 3' in w.stdout.replace('":3', '": 3')
+    logs = subprocess.run(cli + ["logs", *sock, tid], capture_output=True, text=True)
+    assert logs.stdout == "page 1\npage 2\npage 3\n"
+    ps = subprocess.run(cli + ["ps", *sock, "--all"], capture_output=True, text=True)
+    assert ps.returncode == 0 and tid in ps.stdout
+    bad = subprocess.run(cli + ["submit", *sock, "--memory", "2t", "--", "true"], capture_output=True, text=True)
+    assert bad.returncode == 125 and "memory_mb" in bad.stderr
