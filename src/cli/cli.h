@@ -32,6 +32,12 @@ int verb_ps(int argc, char **argv);
 /* Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * After getopt_long() returned ':' (an option without its value) or '?'
+ * (an unknown option): print the one-line reason and return EXIT_AGENTBOX.
+ */
+int cli_option_error(const char *verb, int opt, char **argv);
+
 /* Is this "-h" or "--help"? */
 int cli_is_help(const char *arg);
 

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,14 @@ int cli_fail(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return EXIT_AGENTBOX;
+}
+
+int cli_option_error(const char *verb, int opt, char **argv)
+{
+	if (opt == ':')
+		return cli_fail("%s: option '%s' needs a value", verb, argv[optind - 1]);
+	return cli_fail("%s: unknown option '%s' (see agentbox %s --help)", verb, argv[optind - 1],
+			verb);
 }
 
 int cli_is_help(const char *arg)

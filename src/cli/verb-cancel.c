@@ -51,27 +51,16 @@ int verb_cancel(int argc, char **argv)
 		case OPT_SOCKET:
 			socket_path = optarg;
 			break;
-		case ':':
-			return cli_fail("cancel: option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_fail("cancel: unknown option '%s' (see agentbox cancel --help)",
-					argv[optind - 1]);
+			return cli_option_error("cancel", opt, argv);
 		}
 	}
 	if (argc - optind != 1)
 		return cli_fail("cancel: give one task ID (see agentbox cancel --help)");
 
 	struct error err = {0};
-	char target[CLIENT_TARGET_MAX];
-	if (client_task_target(target, sizeof(target), argv[optind], "/cancel", &err) < 0)
-		return cli_fail("cancel: %s", err.msg);
-	struct client c;
-	if (client_init(&c, socket_path, &err) < 0)
-		return cli_fail("cancel: %s", err.msg);
 	json_t *task = NULL;
-	int r = client_call(&c, "POST", target, NULL, &task, &err);
-	client_release(&c);
-	if (r < 0)
+	if (client_task_request(socket_path, "POST", argv[optind], "/cancel", &task, &err) < 0)
 		return cli_fail("cancel: %s", err.msg);
 	const char *status = json_string_value(json_object_get(task, "status"));
 	if (!status) {

@@ -72,11 +72,8 @@ int verb_logs(int argc, char **argv)
 		case OPT_SOCKET:
 			socket_path = optarg;
 			break;
-		case ':':
-			return cli_fail("logs: option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_fail("logs: unknown option '%s' (see agentbox logs --help)",
-					argv[optind - 1]);
+			return cli_option_error("logs", opt, argv);
 		}
 	}
 	if (argc - optind != 1)

@@ -126,11 +126,8 @@ int verb_ps(int argc, char **argv)
 		case OPT_SOCKET:
 			socket_path = optarg;
 			break;
-		case ':':
-			return cli_fail("ps: option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_fail("ps: unknown option '%s' (see agentbox ps --help)",
-					argv[optind - 1]);
+			return cli_option_error("ps", opt, argv);
 		}
 	}
 	if (optind < argc)

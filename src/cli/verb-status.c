@@ -48,29 +48,18 @@ int verb_status(int argc, char **argv)
 		case OPT_SOCKET:
 			socket_path = optarg;
 			break;
-		case ':':
-			return cli_fail("status: option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_fail("status: unknown option '%s' (see agentbox status --help)",
-					argv[optind - 1]);
+			return cli_option_error("status", opt, argv);
 		}
 	}
 	if (argc - optind != 1)
 		return cli_fail("status: give one task ID (see agentbox status --help)");
 
 	struct error err = {0};
-	char target[CLIENT_TARGET_MAX];
-	if (client_task_target(target, sizeof(target), argv[optind], NULL, &err) < 0)
-		return cli_fail("status: %s", err.msg);
-	struct client c;
-	if (client_init(&c, socket_path, &err) < 0)
-		return cli_fail("status: %s", err.msg);
 	json_t *task = NULL;
-	int r = client_call(&c, "GET", target, NULL, &task, &err);
-	client_release(&c);
-	if (r < 0)
+	if (client_task_request(socket_path, "GET", argv[optind], NULL, &task, &err) < 0)
 		return cli_fail("status: %s", err.msg);
-	r = client_print_json(stdout, task);
+	int r = client_print_json(stdout, task);
 	json_decref(task);
 	if (r < 0 || fflush(stdout) == EOF)
 		return cli_fail("status: cannot write the output");

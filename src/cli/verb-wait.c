@@ -406,11 +406,8 @@ int verb_wait(int argc, char **argv)
 		case OPT_SOCKET:
 			socket_path = optarg;
 			break;
-		case ':':
-			return cli_fail("wait: option '%s' needs a value", argv[optind - 1]);
 		default:
-			return cli_fail("wait: unknown option '%s' (see agentbox wait --help)",
-					argv[optind - 1]);
+			return cli_option_error("wait", opt, argv);
 		}
 	}
 	if (argc - optind != 1)

@@ -219,3 +219,18 @@ int client_stream(struct client *c, const char *target, const char *accept, int6
 	http_response_release(&res);
 	return r;
 }
+
+int client_task_request(const char *socket_path, const char *method, const char *id,
+			const char *suffix, json_t **ret, struct error *err)
+{
+	char target[CLIENT_TARGET_MAX];
+	struct client c;
+	int r = client_task_target(target, sizeof(target), id, suffix, err);
+	if (r < 0)
+		return r;
+	if ((r = client_init(&c, socket_path, err)) < 0)
+		return r;
+	r = client_call(&c, method, target, NULL, ret, err);
+	client_release(&c);
+	return r;
+}

@@ -94,6 +94,14 @@ int client_status_exit_code(const char *status);
 /* Is status one a task never leaves? */
 bool client_status_is_final(const char *status);
 
+/*
+ * One call on a task's route, start to end: build the target from id and
+ * suffix (NULL = the task itself), connect (socket_path as for
+ * client_init()), call, disconnect. 0 or -errno with err filled.
+ */
+int client_task_request(const char *socket_path, const char *method, const char *id,
+			const char *suffix, json_t **ret, struct error *err);
+
 /* Print JSON indented by two spaces, with a newline. 0 or -EIO. */
 int client_print_json(FILE *f, const json_t *json);
 

@@ -106,8 +106,9 @@ static bool is_reserved_target(const char *p)
 	return false;
 }
 
-/* A volume's source: a directory, a regular file or a FIFO. */
-static int check_host_source(const char *what, const char *p, struct error *err)
+/* A host path: absolute, bounded, existing, and a directory (or, with
+ * any_kind, a regular file or a FIFO too: what a volume may be). */
+static int check_host_path(const char *what, const char *p, bool any_kind, struct error *err)
 {
 	struct stat st;
 	if (!p || p[0] != '/')
@@ -117,9 +118,11 @@ static int check_host_source(const char *what, const char *p, struct error *err)
 				 SPEC_PATH_MAX);
 	if (stat(p, &st) < 0)
 		return error_set_errno(err, errno, "%s: '%s'", what, p);
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+	if (S_ISDIR(st.st_mode) || (any_kind && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))))
+		return 0;
+	if (any_kind)
 		return error_set(err, EINVAL, "%s: '%s' is not a directory, file or FIFO", what, p);
-	return 0;
+	return error_set(err, ENOTDIR, "%s: '%s' is not a directory", what, p);
 }
 
 /* Is p below dir (a canonical absolute path), as a proper descendant? */
@@ -147,21 +150,6 @@ static int check_files(const struct spec *spec, struct error *err)
 			return error_set(err, E2BIG, "files: more than %llu bytes in all",
 					 (unsigned long long)SPEC_FILES_BYTES_MAX);
 	}
-	return 0;
-}
-
-static int check_host_dir(const char *what, const char *p, struct error *err)
-{
-	struct stat st;
-	if (!p || p[0] != '/')
-		return error_set(err, EINVAL, "%s: '%s' is not an absolute path", what, p ? p : "");
-	if (strlen(p) >= SPEC_PATH_MAX)
-		return error_set(err, ENAMETOOLONG, "%s: path longer than %d bytes", what,
-				 SPEC_PATH_MAX);
-	if (stat(p, &st) < 0)
-		return error_set_errno(err, errno, "%s: '%s'", what, p);
-	if (!S_ISDIR(st.st_mode))
-		return error_set(err, ENOTDIR, "%s: '%s' is not a directory", what, p);
 	return 0;
 }
 
@@ -206,7 +194,7 @@ int spec_validate(const struct spec *spec, struct error *err)
 	if (is_reserved_target(spec->workdir))
 		return error_set(err, EINVAL, "--workdir: '%s' is reserved by the sandbox",
 				 spec->workdir);
-	if (spec->rootfs && (r = check_host_dir("--rootfs", spec->rootfs, err)) < 0)
+	if (spec->rootfs && (r = check_host_path("--rootfs", spec->rootfs, false, err)) < 0)
 		return r;
 	for (size_t i = 0; i < spec->nenv; i++)
 		if ((r = check_env(spec->env[i], err)) < 0)
@@ -215,7 +203,7 @@ int spec_validate(const struct spec *spec, struct error *err)
 		return r;
 	for (size_t i = 0; i < spec->nvolumes; i++) {
 		const struct volume *v = &spec->volumes[i];
-		if ((r = check_host_source("--volume", v->host, err)) < 0)
+		if ((r = check_host_path("--volume", v->host, true, err)) < 0)
 			return r;
 		if ((r = check_sandbox_path("--volume", v->target, err)) < 0)
 			return r;
