@@ -85,7 +85,11 @@ int api_error_respond(const struct api_error *e, struct api_response *ret);
 /* "2024-05-01T12:00:00.123Z", or null for 0. */
 void api_render_time(struct jbuf *b, int64_t ms);
 /* The task object of GET /v1/tasks/{id}. */
-void api_render_task(struct jbuf *b, const struct task *t);
+/*
+ * A task as the API shows it. With state_dir (GET /v1/tasks/{id} only),
+ * also "progress_rejected": the progress lines its attempts refused.
+ */
+void api_render_task(struct jbuf *b, const struct task *t, const char *state_dir);
 void api_render_event(struct jbuf *b, const struct task_event *ev);
 
 #endif

@@ -8,6 +8,7 @@
 #include "api/api-internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -34,7 +35,26 @@ static void spec_member(struct jbuf *b, const char *spec_json, const char *key)
 		jbuf_puts(b, "null");
 }
 
-void api_render_task(struct jbuf *b, const struct task *t)
+/*
+ * What the task's attempts refused of its progress channel, summed from
+ * their result.json files (written by the supervisor at each attempt's end).
+ */
+static void render_rejected(struct jbuf *b, const char *state_dir, const struct task *t)
+{
+	json_int_t malformed = 0, oversized = 0;
+	for (uint32_t a = 1; a <= t->attempt; a++) {
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/tasks/%s/attempt-%u/result.json", state_dir, t->id, a);
+		json_t *r = json_load_file(path, 0, NULL);
+		malformed += json_integer_value(json_object_get(r, "malformed_progress"));
+		oversized += json_integer_value(json_object_get(r, "oversized_progress"));
+		json_decref(r);
+	}
+	jbuf_printf(b, ",\"progress_rejected\":{\"malformed\":%lld,\"oversized\":%lld}",
+		    (long long)malformed, (long long)oversized);
+}
+
+void api_render_task(struct jbuf *b, const struct task *t, const char *state_dir)
 {
 	jbuf_puts(b, "{\"id\":");
 	jbuf_strz(b, t->id);
@@ -72,6 +92,8 @@ void api_render_task(struct jbuf *b, const struct task *t)
 	spec_member(b, t->spec_json, "metadata");
 	jbuf_puts(b, ",\"progress\":");
 	jbuf_puts(b, t->progress_json && *t->progress_json ? t->progress_json : "{}");
+	if (state_dir)
+		render_rejected(b, state_dir, t);
 	jbuf_puts(b, "}");
 }
 

@@ -21,7 +21,7 @@ static int respond_task(struct api_call *c, int status)
 	if (r < 0)
 		return api_store_error(c, r, &se);
 	struct jbuf b = {0};
-	api_render_task(&b, &t);
+	api_render_task(&b, &t, c->ctx->state_dir);
 	task_release(&t);
 	return api_respond(c, status, API_JSON, &b);
 }
@@ -120,7 +120,7 @@ static int add_task(const struct task *t, void *data)
 	size_t mark = pg->b->len;
 	if (pg->n)
 		jbuf_put(pg->b, ",", 1);
-	api_render_task(pg->b, t);
+	api_render_task(pg->b, t, NULL);
 	if (pg->b->failed == -E2BIG && pg->n > 0) {
 		jbuf_truncate(pg->b, mark);
 		pg->full = true;

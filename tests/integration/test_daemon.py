@@ -251,3 +251,13 @@ def test_the_cli_against_the_real_daemon(daemon):
     assert ps.returncode == 0 and tid in ps.stdout
     bad = subprocess.run(cli + ["submit", *sock, "--memory", "2t", "--", "true"], capture_output=True, text=True)
     assert bad.returncode == 125 and "memory_mb" in bad.stderr
+
+
+def test_rejected_progress_lines_are_reported(daemon):
+    script = ("import os\n"
+              "ch = open(os.environ['AGENTBOX_PROGRESS'], 'a')\n"
+              "ch.write('not json\\n[1]\\n' + 'x' * 70000 + '\\n{\"ok\": 1}\\n'); ch.flush()\n")
+    tid = daemon.submit(command=["python3", "-c", script])
+    t = daemon.wait_all([tid], timeout=30)[tid]
+    assert t["status"] == "succeeded" and t["progress"] == {"ok": 1}
+    assert t["progress_rejected"] == {"malformed": 2, "oversized": 1}
