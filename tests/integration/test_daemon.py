@@ -261,3 +261,35 @@ def test_rejected_progress_lines_are_reported(daemon):
     t = daemon.wait_all([tid], timeout=30)[tid]
     assert t["status"] == "succeeded" and t["progress"] == {"ok": 1}
     assert t["progress_rejected"] == {"malformed": 2, "oversized": 1}
+
+
+def test_tcp_needs_the_bearer_token(tmp_path):
+    import http.client
+    import socket as socketlib
+    import subprocess
+    from daemon import AGENTBOXD
+    with socketlib.socket() as s:  # a free port on loopback
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}").start()
+    try:
+        token = subprocess.run([AGENTBOXD, "--print-token", "--state-dir", str(d.state)],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        assert len(token) == 64
+        assert oct(os.stat(d.state / "token").st_mode & 0o777) == "0o600"
+
+        def get(path, auth=None):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", path, headers={"Authorization": auth} if auth else {})
+            r = conn.getresponse()
+            body = r.read()
+            conn.close()
+            return r.status, body
+
+        assert get("/v1/tasks")[0] == 401
+        assert get("/v1/tasks", "Bearer wrong")[0] == 401
+        status, body = get("/v1/tasks", f"Bearer {token}")
+        assert status == 200 and b'"tasks"' in body
+        assert d.request("GET", "/v1/tasks")[0] == 200  # the unix socket needs none
+    finally:
+        d.stop()
