@@ -93,10 +93,12 @@ int store_json_merge(const char *base, const char *patch, char **ret);
 
 /*
  * The data of a status event:
- * {"status":"...","attempt":N,"exit_code":N|null,"error":"..."|null}
- * exit_code < 0 and error NULL are written as null.
+ * {"status":"...","attempt":N,"end":"...","exit_code":N|null,"error":"..."|null}
+ * "end" (how the attempt ended) only where an attempt ends (end >= 0):
+ * there status may differ from it, as "queued" for a retry. exit_code < 0
+ * and error NULL are written as null.
  */
-int store_json_status_event(enum task_status status, uint32_t attempt, int exit_code,
+int store_json_status_event(enum task_status status, uint32_t attempt, int end, int exit_code,
 			    const char *error, char **ret);
 
 /* ---- the SQLite backend (store-sqlite.c, sqlite-migrations.c) ---------- */

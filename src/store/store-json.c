@@ -406,19 +406,22 @@ static size_t escape_into(char *buf, const char *s)
 	return n;
 }
 
-int store_json_status_event(enum task_status status, uint32_t attempt, int exit_code,
+int store_json_status_event(enum task_status status, uint32_t attempt, int end, int exit_code,
 			    const char *error, char **ret)
 {
 	const char *name = task_status_name(status);
-	if (!name)
+	const char *end_name = end >= 0 ? task_status_name((enum task_status)end) : NULL;
+	if (!name || (end >= 0 && !end_name))
 		return -EINVAL;
-	char code[16] = "null";
+	char code[16] = "null", end_field[48] = "";
 	if (exit_code >= 0)
 		snprintf(code, sizeof(code), "%d", exit_code);
-	char head[128];
+	if (end_name)
+		snprintf(end_field, sizeof(end_field), "\"end\":\"%s\",", end_name);
+	char head[160];
 	int n = snprintf(head, sizeof(head),
-			 "{\"status\":\"%s\",\"attempt\":%u,\"exit_code\":%s,\"error\":", name,
-			 attempt, code);
+			 "{\"status\":\"%s\",\"attempt\":%u,%s\"exit_code\":%s,\"error\":", name,
+			 attempt, end_field, code);
 	size_t elen = error ? escape_into(NULL, error) + 2 : strlen("null");
 	char *text = malloc((size_t)n + elen + 2);
 	if (!text)

@@ -98,11 +98,12 @@ static int op_end(struct store *st, int r, struct error *err)
 
 /* ---- the lifecycle ----------------------------------------------------- */
 
-static int status_event(struct store *st, struct store_row *row, int exit_code, const char *error,
-			int64_t now, struct error *err)
+/* end: how the attempt ended, for the event that closes an attempt; else -1 */
+static int status_event(struct store *st, struct store_row *row, int end, int exit_code,
+			const char *error, int64_t now, struct error *err)
 {
 	_cleanup_free_ char *data = NULL;
-	int r = store_json_status_event(row->t.status, row->t.attempt, exit_code, error, &data);
+	int r = store_json_status_event(row->t.status, row->t.attempt, end, exit_code, error, &data);
 	if (r < 0)
 		return error_set_errno(err, -r, "store: writing a status event");
 	return st->ops->event_add(st, row, TASK_EVENT_STATUS, row->t.attempt, now, data, err);
@@ -201,7 +202,7 @@ int store_task_claim(struct store *st, int64_t now, struct task *ret, struct err
 		row.t.cancel_requested = false;
 		if (row.t.started_at == 0)
 			row.t.started_at = now;
-		r = status_event(st, &row, -1, NULL, now, err);
+		r = status_event(st, &row, -1, -1, NULL, now, err);
 	}
 	if (r == 0)
 		r = st->ops->update(st, &row, err);
@@ -252,7 +253,7 @@ int store_task_end_attempt(struct store *st, const char *id, uint32_t attempt, e
 		}
 	}
 	if (r == 0)
-		r = status_event(st, &row, exit_code, error, now, err);
+		r = status_event(st, &row, (int)end, exit_code, error, now, err);
 	if (r == 0)
 		r = st->ops->update(st, &row, err);
 	enum task_status status = row.t.status;
@@ -280,7 +281,7 @@ int store_task_cancel(struct store *st, const char *id, int64_t now, enum task_s
 		r = move(&row, TASK_CANCELLED, err);
 		if (r == 0) {
 			row.t.finished_at = now;
-			r = status_event(st, &row, -1, NULL, now, err);
+			r = status_event(st, &row, -1, -1, NULL, now, err);
 		}
 		if (r == 0)
 			r = st->ops->update(st, &row, err);

@@ -122,8 +122,10 @@ def test_resume_from_checkpoint_after_oom(daemon):
     assert first == list(range(1, 12))
     assert second == list(range(12, PAGES + 1)) or second == list(range(13, PAGES + 1)), second
     assert second[0] == 12 or first[-1] == 11
-    statuses = [(e["attempt"], e["data"]["status"]) for e in events if e["type"] == "status"]
-    assert (1, "running") in statuses and (2, "running") in statuses and statuses[-1] == (2, "succeeded")
+    statuses = [(e["attempt"], e["data"]["status"], e["data"].get("end")) for e in events
+                if e["type"] == "status"]
+    assert statuses == [(1, "running", None), (1, "queued", "oom_killed"),
+                        (2, "running", None), (2, "succeeded", "succeeded")], statuses
 
 
 @pytest.mark.parametrize("body, status, code", [

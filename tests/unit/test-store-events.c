@@ -77,7 +77,7 @@ static void test_progress_seq_interleaves_with_status(void **state)
 	}
 	assert_string_equal(e->v[5].data, "{\"step\":3}");
 	assert_string_equal(e->v[6].data, "{\"status\":\"succeeded\",\"attempt\":2,"
-					  "\"exit_code\":0,\"error\":null}");
+					  "\"end\":\"succeeded\",\"exit_code\":0,\"error\":null}");
 	free(e);
 	assert_progress(f, id, "{\"step\":3}"); /* progress survives a retry */
 }
@@ -186,7 +186,8 @@ static void test_status_event_escapes_error(void **state)
 	task_release(&t);
 	struct events *e = events(f, id);
 	assert_string_equal(e->v[1].data,
-			    "{\"status\":\"failed\",\"attempt\":1,\"exit_code\":2,\"error\":"
+			    "{\"status\":\"failed\",\"attempt\":1,\"end\":\"failed\",\"exit_code\":2,"
+			    "\"error\":"
 			    "\"bad \\\"arg\\\"\\n\\tat \\\\ \\u0001 \xc3\xa9 \xef\xbf\xbd\"}");
 	free(e);
 }

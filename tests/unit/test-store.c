@@ -240,7 +240,7 @@ static void test_end_success(void **state)
 	assert_int_equal(e->n, 2);
 	assert_int_equal(e->v[1].time, 2000);
 	assert_string_equal(e->v[1].data, "{\"status\":\"succeeded\",\"attempt\":1,"
-					  "\"exit_code\":0,\"error\":null}");
+					  "\"end\":\"succeeded\",\"exit_code\":0,\"error\":null}");
 	free(e);
 	/* ret_status may be NULL */
 	add(f, 2, 1, 0, id);
@@ -306,9 +306,10 @@ static void test_retry_then_final(void **state)
 	struct events *e = events(f, id);
 	static const char *const want[] = {
 	    "{\"status\":\"running\",\"attempt\":1,\"exit_code\":null,\"error\":null}",
-	    "{\"status\":\"queued\",\"attempt\":1,\"exit_code\":null,\"error\":\"out of memory\"}",
+	    "{\"status\":\"queued\",\"attempt\":1,\"end\":\"oom_killed\",\"exit_code\":null,"
+	    "\"error\":\"out of memory\"}",
 	    "{\"status\":\"running\",\"attempt\":2,\"exit_code\":null,\"error\":null}",
-	    "{\"status\":\"oom_killed\",\"attempt\":2,\"exit_code\":null,"
+	    "{\"status\":\"oom_killed\",\"attempt\":2,\"end\":\"oom_killed\",\"exit_code\":null,"
 	    "\"error\":\"out of memory\"}",
 	};
 	assert_int_equal(e->n, 4);
