@@ -34,7 +34,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -142,7 +145,9 @@ static int listen_unix(const char *path, struct error *err)
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	char dir[sizeof(sa.sun_path)];
 	snprintf(dir, sizeof(dir), "%s", path);
+	mode_t mask = umask(022); /* the socket's group must reach it: 0755 */
 	(void)mkdir_p_at(AT_FDCWD, dirname(dir), 0755);
+	umask(mask);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return error_set_errno(err, errno, "socket");
@@ -236,6 +241,8 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
+	/* whatever our parent left open must not reach the supervisors */
+	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	char supervisor[4096];
 	default_supervisor(supervisor, sizeof(supervisor));
 	struct daemon d = {.cfg = {.socket_path = DAEMON_SOCKET_DEFAULT,
@@ -289,13 +296,28 @@ int main(int argc, char **argv)
 
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
+	/* each running task holds an fd here; use what the hard limit allows */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	/* The daemon holds the record of every task: the OOM killer takes a sandbox first. */
 	(void)write_file_at(AT_FDCWD, "/proc/self/oom_score_adj", "-1000");
 
 	struct error err = {0};
 	struct store *sched_store = NULL;
 	struct sched *sched = NULL;
-	if (prepare_state_dir(&d, &err) < 0 || store_pool_init(&d.pool, d.db_path, &err) < 0 ||
+	if (prepare_state_dir(&d, &err) < 0)
+		return fail("%s", err.msg);
+	/* one daemon per state dir: two schedulers would import the same journals */
+	char lock_path[4200];
+	snprintf(lock_path, sizeof(lock_path), "%s/daemon.lock", d.cfg.state_dir);
+	int state_lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (state_lock < 0 || flock(state_lock, LOCK_EX | LOCK_NB) < 0)
+		return fail("another agentboxd uses %s (or it cannot be locked: %s)", d.cfg.state_dir,
+			    strerror(errno));
+	if (store_pool_init(&d.pool, d.db_path, &err) < 0 ||
 	    store_open_sqlite(d.db_path, &sched_store, &err) < 0)
 		return fail("%s", err.msg);
 	if (d.cfg.listen && load_token(d.cfg.state_dir, true, d.token) < 0)
@@ -324,7 +346,9 @@ int main(int argc, char **argv)
 
 	struct listener *unix_l = NULL, *tcp_l = NULL;
 	int ufd = listen_unix(d.cfg.socket_path, &err);
-	if (ufd < 0 || server_start(&d, ufd, NULL, &unix_l, &err) < 0)
+	struct stat sock_st = {0};
+	if (ufd < 0 || stat(d.cfg.socket_path, &sock_st) < 0 ||
+	    server_start(&d, ufd, NULL, &unix_l, &err) < 0)
 		return fail("%s", err.msg);
 	if (d.cfg.listen) {
 		int tfd = listen_tcp(d.cfg.listen, &err);
@@ -344,7 +368,11 @@ int main(int argc, char **argv)
 	server_stop(unix_l);
 	server_stop(tcp_l);
 	pthread_join(sched_tid, NULL);
-	unlink(d.cfg.socket_path);
+	/* the path is ours to remove only if it is still our socket */
+	struct stat now_st;
+	if (stat(d.cfg.socket_path, &now_st) == 0 && now_st.st_ino == sock_st.st_ino &&
+	    now_st.st_dev == sock_st.st_dev)
+		unlink(d.cfg.socket_path);
 	sched_free(sched);
 	store_close(sched_store);
 	store_pool_release(&d.pool);

@@ -292,6 +292,11 @@ static bool is_sole_process(int dirfd)
  */
 static int delegate_below(const char *dir)
 {
+	/* A group not handed memory, pids and cpu (a systemd unit without
+	 * Delegate=yes) cannot hold sandboxes: leave it untouched rather than
+	 * half-enable it and step into a leaf of it. */
+	if (!v2_has_controllers(dir))
+		return -ENOTSUP;
 	_cleanup_close_ int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@ struct running {
 	int lock_fd;      /* <attempt>/lock: held by the supervisor while it lives */
 	uint64_t offset;  /* bytes of the events journal consumed */
 	uint64_t imported; /* progress lines of this attempt in the store */
+	uint64_t refused;  /* lines the store would not take (logged at the end) */
 	bool cancel_sent;
 };
 
@@ -160,7 +162,11 @@ static int count_imported(struct sched *s, struct running *r, struct error *err)
 	return 0;
 }
 
-/* Import the durable, complete lines of r's events journal. */
+/*
+ * Import the durable, complete lines of r's events journal, at most
+ * IMPORT_CHUNK bytes of them. Returns 1 when it has caught up with the
+ * durable length, 0 when more is left, or -errno.
+ */
 static int import_events(struct sched *s, struct running *r, struct error *err)
 {
 	char dir[4096], path[4200];
@@ -168,20 +174,21 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 	snprintf(path, sizeof(path), "%s/events.len", dir);
 	uint64_t durable;
 	if (read_u64_at(AT_FDCWD, path, &durable) < 0 || durable <= r->offset)
-		return 0;
-	if (durable - r->offset > IMPORT_CHUNK)
+		return 1;
+	bool last = durable - r->offset <= IMPORT_CHUNK;
+	if (!last)
 		durable = r->offset + IMPORT_CHUNK;
 	snprintf(path, sizeof(path), "%s/events", dir);
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return 0;
+		return 1;
 	size_t len = (size_t)(durable - r->offset);
 	_cleanup_free_ char *buf = malloc(len + 1);
 	if (!buf)
 		return error_set(err, ENOMEM, "out of memory");
 	ssize_t n = pread(fd, buf, len, (off_t)r->offset);
 	if (n <= 0)
-		return 0;
+		return 1;
 	buf[n] = '\0';
 	int rr = store_tx_begin(s->st, err);
 	if (rr < 0)
@@ -198,6 +205,12 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 			_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
 			rr = text ? store_progress_append(s->st, r->id, r->attempt, text, t, NULL, err)
 				  : -ENOMEM;
+			/* refused for good (the merged progress would pass its cap): the
+			 * line is dropped, its savepoint undone, the import goes on */
+			if (rr == -E2BIG || rr == -EINVAL) {
+				r->refused++;
+				rr = 0;
+			}
 			if (rr == 0)
 				imported = (uint64_t)no;
 		}
@@ -215,7 +228,7 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 		return rr;
 	r->offset += consumed;
 	r->imported = imported;
-	return 0;
+	return last ? 1 : 0;
 }
 
 /* Read result.json of r's attempt: -ENOENT while the attempt has not ended. */
@@ -243,9 +256,15 @@ static int read_result(struct sched *s, struct running *r, enum task_status *end
 /* The attempt of r ended (its supervisor is gone): record how. */
 static int finish(struct sched *s, struct running *r, struct error *err)
 {
-	int rr = import_events(s, r, err);
+	/* every durable line first: the journal is capped, so this ends */
+	int rr;
+	while ((rr = import_events(s, r, err)) == 0)
+		;
 	if (rr < 0)
 		return rr;
+	if (r->refused)
+		fprintf(stderr, "agentboxd: %s: %" PRIu64 " progress lines refused by the store\n",
+			r->id, r->refused);
 	enum task_status end;
 	int exit_code = -1;
 	_cleanup_free_ char *error = NULL;
@@ -264,14 +283,46 @@ static int finish(struct sched *s, struct running *r, struct error *err)
 	return rr;
 }
 
-static void supervisor_pid(struct sched *s, struct running *r, pid_t *ret)
+/* A process's start time (clock ticks since boot), from /proc/<pid>/stat. */
+static int start_time_of(pid_t pid, unsigned long long *ret)
+{
+	char path[64], stat[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_file_at(AT_FDCWD, path, stat, sizeof(stat)) < 0)
+		return -ESRCH;
+	const char *p = strrchr(stat, ')');
+	/* after "pid (comm)": state is field 3, starttime field 22 */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+				"%*d %*d %*d %llu",
+			 ret) != 1)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * A pidfd of r's supervisor, or -1. The pid comes from its "supervisor"
+ * file and is trusted only if the process behind it started when that
+ * file says: a pid the kernel handed to someone else is never signalled.
+ */
+static int supervisor_pidfd(struct sched *s, struct running *r)
 {
 	char dir[4096], path[4200], text[64];
 	attempt_dir(s, r->id, r->attempt, dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/supervisor", dir);
 	int pid = 0;
-	if (read_file_at(AT_FDCWD, path, text, sizeof(text)) > 0 && sscanf(text, "%d", &pid) == 1)
-		*ret = pid;
+	unsigned long long want = 0, have = 0;
+	if (read_file_at(AT_FDCWD, path, text, sizeof(text)) <= 0 ||
+	    sscanf(text, "%d %llu", &pid, &want) != 2 || pid <= 0)
+		return -1;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return -1;
+	/* checked after the pidfd is held: it keeps naming this very process */
+	if (start_time_of(pid, &have) < 0 || have != want) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 static void cancel_if_asked(struct sched *s, struct running *r)
@@ -284,12 +335,11 @@ static void cancel_if_asked(struct sched *s, struct running *r)
 		return;
 	bool asked = t.cancel_requested;
 	task_release(&t);
-	pid_t pid = 0;
-	if (asked && supervisor_is_alive(r)) {
-		supervisor_pid(s, r, &pid);
-		if (pid > 0 && kill(pid, SIGTERM) == 0)
-			r->cancel_sent = true;
-	}
+	if (!asked || !supervisor_is_alive(r))
+		return;
+	_cleanup_close_ int pidfd = supervisor_pidfd(s, r);
+	if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0)
+		r->cancel_sent = true;
 }
 
 static int write_attempt_json(const char *dir, const struct task *t)
@@ -333,6 +383,14 @@ static int start_attempt(struct sched *s, const struct task *t, struct error *er
 	_cleanup_close_ int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
 		return error_set_errno(err, errno, "%s", path);
+	/* a second open, to probe the lock without sharing it; made before the
+	 * spawn, so a supervisor never runs that we could not watch */
+	_cleanup_close_ int probe = open(path, O_RDWR | O_CLOEXEC);
+	if (probe < 0)
+		return error_set_errno(err, errno, "%s", path);
+	struct running *tracked = track(s, t->id, t->attempt, -1);
+	if (!tracked)
+		return error_set(err, ENOMEM, "out of memory");
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
@@ -353,16 +411,11 @@ static int start_attempt(struct sched *s, const struct task *t, struct error *er
 	r = posix_spawn(&pid, s->cfg.supervisor_path, &fa, &attr, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	if (r != 0)
+	if (r != 0) {
+		untrack(s, tracked);
 		return error_set_errno(err, r, "cannot start %s", s->cfg.supervisor_path);
-	/* a fresh open of the lock file: probes it without sharing the supervisor's lock */
-	int probe = open(path, O_RDWR | O_CLOEXEC);
-	if (probe < 0)
-		return error_set_errno(err, errno, "%s", path);
-	if (!track(s, t->id, t->attempt, probe)) {
-		close(probe);
-		return error_set(err, ENOMEM, "out of memory");
 	}
+	tracked->lock_fd = TAKE_FD(probe);
 	return 0;
 }
 
@@ -401,8 +454,12 @@ int sched_step(struct sched *s, struct error *err)
 		bool alive = supervisor_is_alive(r);
 		(void)import_events(s, r, &terr);
 		if (!alive) {
-			if (finish(s, r, &terr) < 0)
-				return error_set(err, terr.code, "%s: %s", r->id, terr.msg);
+			if (finish(s, r, &terr) < 0) {
+				/* retried next step; the others and the queue go on meanwhile */
+				fprintf(stderr, "agentboxd: %s: %s\n", r->id, terr.msg);
+				i++;
+				continue;
+			}
 			untrack(s, r);
 			continue;
 		}
@@ -430,10 +487,20 @@ static int recover_one(const struct task *t, void *data)
 
 int sched_recover(struct sched *s, struct error *err)
 {
-	struct task_filter f = {.statuses = TASK_STATUS_BIT(TASK_RUNNING), .limit = STORE_LIST_MAX};
-	int r = store_task_list(s->st, &f, recover_one, s, err);
-	if (r < 0)
-		return r;
+	char after[TASK_ID_SIZE] = "";
+	for (;;) {
+		size_t before = s->nrun;
+		struct task_filter f = {.statuses = TASK_STATUS_BIT(TASK_RUNNING),
+					.after_id = after[0] ? after : NULL,
+					.limit = STORE_LIST_MAX};
+		int r = store_task_list(s->st, &f, recover_one, s, err);
+		if (r < 0)
+			return r;
+		if (s->nrun - before < STORE_LIST_MAX)
+			break;
+		snprintf(after, sizeof(after), "%s", s->run[s->nrun - 1].id);
+	}
+	int r;
 	for (size_t i = 0; i < s->nrun; i++)
 		if ((r = count_imported(s, &s->run[i], err)) < 0)
 			return r;

@@ -229,14 +229,15 @@ int attempt_write_result(int dirfd, const struct sandbox_result *res, const char
 			 const struct attempt_counts *c)
 {
 	json_t *j = json_pack(
-		"{s:s, s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "end",
+		"{s:s, s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "end",
 		end_name(res), "exit_code", exit_code_of(res), "signal",
 		res->term_signal ? json_integer(res->term_signal) : json_null(), "error",
 		error ? json_string(error) : json_null(), "oom_killed", res->oom_killed, "wall_ms",
 		(json_int_t)res->wall_ms, "cpu_ms", (json_int_t)res->cpu_ms, "peak_memory_bytes",
 		(json_int_t)res->peak_memory_bytes, "progress_lines", (json_int_t)c->progress_lines,
 		"malformed_progress", (json_int_t)c->malformed_progress, "oversized_progress",
-		(json_int_t)c->oversized_progress, "output_bytes", (json_int_t)c->output_bytes,
+		(json_int_t)c->oversized_progress, "dropped_progress", (json_int_t)c->dropped_progress,
+		"output_bytes", (json_int_t)c->output_bytes,
 		"output_dropped", (json_int_t)c->output_dropped);
 	if (!j)
 		return -ENOMEM;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #define ATTEMPT_OUTPUT_CAP_DEFAULT (16ULL << 20)
+#define ATTEMPT_EVENTS_CAP         (64ULL << 20) /* accepted progress records */
 #define ATTEMPT_PROGRESS_TARGET    "/run/agentbox/progress"
 #define ATTEMPT_STATE_TARGET       "/state"
 
@@ -51,7 +52,7 @@ void attempt_release(struct attempt *a);
 
 /* What result.json records beside the sandbox's own result. */
 struct attempt_counts {
-	uint64_t progress_lines, malformed_progress, oversized_progress;
+	uint64_t progress_lines, malformed_progress, oversized_progress, dropped_progress;
 	uint64_t output_bytes, output_dropped;
 };
 

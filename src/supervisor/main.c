@@ -106,7 +106,9 @@ static void on_ready(struct pollfd *pfd, size_t index, void *data)
 		if (!pump_output(s))
 			pfd->fd = -1;
 	} else {
-		while (pump_progress(s))
+		/* a bounded helping (1 MiB), so the wait loop still sees deadlines,
+		 * cancels and ticks however fast the task writes */
+		for (int i = 0; i < 16 && pump_progress(s); i++)
 			;
 	}
 }
@@ -188,7 +190,7 @@ static int open_channels(struct supervisor *s)
 	int r = journal_open(&s->output, s->dirfd, "output", ATTEMPT_OUTPUT_CAP_DEFAULT,
 			     OUTPUT_MARKER);
 	if (r == 0)
-		r = journal_open(&s->events, s->dirfd, "events", UINT64_MAX, NULL);
+		r = journal_open(&s->events, s->dirfd, "events", ATTEMPT_EVENTS_CAP, NULL);
 	if (r < 0)
 		return r;
 	return p[1];
@@ -299,6 +301,7 @@ static int run(const char *dir)
 		.progress_lines = s.progress.accepted,
 		.malformed_progress = s.progress.malformed,
 		.oversized_progress = s.progress.oversized,
+		.dropped_progress = s.progress.dropped,
 		.output_bytes = s.output.size,
 		.output_dropped = s.output.dropped,
 	};

@@ -27,6 +27,10 @@ static int accept_line(struct progress *p)
 			 p->accepted + 1, p->now_ms(), data);
 	if (n < 0)
 		return -ENOMEM;
+	if (p->events->size + (uint64_t)n > p->events->cap) {
+		p->dropped++; /* whole lines only: the journal never ends mid-line */
+		return 0;
+	}
 	int r = journal_append(p->events, rec, (size_t)n);
 	if (r == 0)
 		p->accepted++;

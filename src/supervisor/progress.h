@@ -5,8 +5,9 @@
  * Each line must be one JSON object of at most PROGRESS_LINE_MAX bytes.
  * An accepted line becomes {"line": N, "time": MS, "data": {...}} in the
  * events journal (N counts accepted lines from 1, gapless). Malformed and
- * oversized lines are counted, never kept, and never stop anything:
- * whatever the task writes, the supervisor's memory stays bounded.
+ * oversized lines are counted, never kept, and never stop anything; so are
+ * lines past the journal's cap (ATTEMPT_EVENTS_CAP): whatever the task
+ * writes, the supervisor's memory and disk stay bounded.
  */
 #ifndef AGENTBOX_SUPERVISOR_PROGRESS_H
 #define AGENTBOX_SUPERVISOR_PROGRESS_H
@@ -26,6 +27,7 @@ struct progress {
 	uint64_t accepted;  /* the last line number written */
 	uint64_t malformed; /* not one JSON object */
 	uint64_t oversized; /* longer than PROGRESS_LINE_MAX */
+	uint64_t dropped;   /* well-formed, but past the events journal's cap */
 	int64_t (*now_ms)(void);
 };
 

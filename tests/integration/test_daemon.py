@@ -1,6 +1,7 @@
 """agentboxd against the seed story: durable tasks through OOM kills,
 daemon crashes and restarts, with the real daemon, supervisors and sandboxes.
 """
+import json
 import os
 import random
 import re
@@ -262,7 +263,7 @@ def test_rejected_progress_lines_are_reported(daemon):
     tid = daemon.submit(command=["python3", "-c", script])
     t = daemon.wait_all([tid], timeout=30)[tid]
     assert t["status"] == "succeeded" and t["progress"] == {"ok": 1}
-    assert t["progress_rejected"] == {"malformed": 2, "oversized": 1}
+    assert t["progress_rejected"] == {"malformed": 2, "oversized": 1, "dropped": 0}
 
 
 def test_tcp_needs_the_bearer_token(tmp_path):
@@ -295,3 +296,21 @@ def test_tcp_needs_the_bearer_token(tmp_path):
         assert d.request("GET", "/v1/tasks")[0] == 200  # the unix socket needs none
     finally:
         d.stop()
+
+
+def test_a_progress_flood_neither_stops_the_timeout_nor_the_scheduler(daemon):
+    flood = daemon.submit(command=["sh", "-c", 'yes "{\\"k\\": 1}" > "$AGENTBOX_PROGRESS"'],
+                          limits={"timeout_s": 2})
+    big = daemon.submit(command=["python3", "-c",
+                                 "import os, json\nch = open(os.environ['AGENTBOX_PROGRESS'], 'a')\n"
+                                 "for i in range(1500): ch.write(json.dumps({f'k{i}': 'x' * 1000}) + '\\n')\n"])
+    later = daemon.submit(command=["echo", "second"])
+    t0 = time.monotonic()
+    tasks = daemon.wait_all([flood, big, later], timeout=60)
+    assert tasks[flood]["status"] == "timed_out", tasks[flood]
+    assert tasks[big]["status"] == "succeeded", tasks[big]
+    assert tasks[later]["status"] == "succeeded"
+    assert time.monotonic() - t0 < 30
+    attempt = daemon.state / "tasks" / flood / "attempt-1"
+    assert os.path.getsize(attempt / "events") <= 64 << 20
+    assert json.loads((attempt / "result.json").read_text())["wall_ms"] < 4000
