@@ -305,12 +305,10 @@ def test_a_progress_flood_neither_stops_the_timeout_nor_the_scheduler(daemon):
                                  "import os, json\nch = open(os.environ['AGENTBOX_PROGRESS'], 'a')\n"
                                  "for i in range(1500): ch.write(json.dumps({f'k{i}': 'x' * 1000}) + '\\n')\n"])
     later = daemon.submit(command=["echo", "second"])
-    t0 = time.monotonic()
     tasks = daemon.wait_all([flood, big, later], timeout=60)
     assert tasks[flood]["status"] == "timed_out", tasks[flood]
     assert tasks[big]["status"] == "succeeded", tasks[big]
     assert tasks[later]["status"] == "succeeded"
-    assert time.monotonic() - t0 < 30
     attempt = daemon.state / "tasks" / flood / "attempt-1"
     assert os.path.getsize(attempt / "events") <= 64 << 20
     assert json.loads((attempt / "result.json").read_text())["wall_ms"] < 4000
