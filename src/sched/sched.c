@@ -22,8 +22,10 @@
 
 /* fd number of the attempt lock in a freshly spawned supervisor */
 #define SUPERVISOR_LOCK_FD 3
-/* how much of an events journal one step imports at most */
-#define IMPORT_CHUNK (4u << 20)
+/* how much of an events journal one step imports at most: every step is
+ * bounded, so one busy task never holds up the others or the queue */
+#define IMPORT_CHUNK     (1u << 20)
+#define IMPORT_LINES_MAX 2000
 
 extern char **environ;
 
@@ -195,7 +197,8 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 		return rr;
 	char *line = buf, *nl;
 	uint64_t consumed = 0, imported = r->imported;
-	while ((nl = strchr(line, '\n'))) {
+	unsigned lines = 0;
+	while (lines++ < IMPORT_LINES_MAX && (nl = strchr(line, '\n'))) {
 		*nl = '\0';
 		json_t *rec = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
 		json_int_t no = json_integer_value(json_object_get(rec, "line"));
@@ -228,7 +231,7 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 		return rr;
 	r->offset += consumed;
 	r->imported = imported;
-	return last ? 1 : 0;
+	return last && r->offset == durable ? 1 : 0;
 }
 
 /* Read result.json of r's attempt: -ENOENT while the attempt has not ended. */
@@ -253,13 +256,16 @@ static int read_result(struct sched *s, struct running *r, enum task_status *end
 	return r2;
 }
 
-/* The attempt of r ended (its supervisor is gone): record how. */
+/*
+ * The attempt of r ended (its supervisor is gone): record how, once every
+ * durable line of its journal is in the store. -EAGAIN while lines are
+ * left: the next step goes on with them (bounded work per step).
+ */
 static int finish(struct sched *s, struct running *r, struct error *err)
 {
-	/* every durable line first: the journal is capped, so this ends */
-	int rr;
-	while ((rr = import_events(s, r, err)) == 0)
-		;
+	int rr = import_events(s, r, err);
+	if (rr == 0)
+		return -EAGAIN;
 	if (rr < 0)
 		return rr;
 	if (r->refused)
@@ -452,11 +458,14 @@ int sched_step(struct sched *s, struct error *err)
 		struct running *r = &s->run[i];
 		struct error terr = {0};
 		bool alive = supervisor_is_alive(r);
-		(void)import_events(s, r, &terr);
+		if (alive)
+			(void)import_events(s, r, &terr);
 		if (!alive) {
-			if (finish(s, r, &terr) < 0) {
-				/* retried next step; the others and the queue go on meanwhile */
-				fprintf(stderr, "agentboxd: %s: %s\n", r->id, terr.msg);
+			int rr = finish(s, r, &terr);
+			if (rr < 0) {
+				/* again next step; the others and the queue go on meanwhile */
+				if (rr != -EAGAIN)
+					fprintf(stderr, "agentboxd: %s: %s\n", r->id, terr.msg);
 				i++;
 				continue;
 			}

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define ATTEMPT_OUTPUT_CAP_DEFAULT (16ULL << 20)
-#define ATTEMPT_EVENTS_CAP         (64ULL << 20) /* accepted progress records */
+#define ATTEMPT_EVENTS_CAP         (16ULL << 20) /* accepted progress records */
 #define ATTEMPT_PROGRESS_TARGET    "/run/agentbox/progress"
 #define ATTEMPT_STATE_TARGET       "/state"
 

@@ -303,12 +303,12 @@ def test_a_progress_flood_neither_stops_the_timeout_nor_the_scheduler(daemon):
                           limits={"timeout_s": 2})
     big = daemon.submit(command=["python3", "-c",
                                  "import os, json\nch = open(os.environ['AGENTBOX_PROGRESS'], 'a')\n"
-                                 "for i in range(1500): ch.write(json.dumps({f'k{i}': 'x' * 1000}) + '\\n')\n"])
+                                 "for i in range(24): ch.write(json.dumps({f'k{i}': 'x' * 60000}) + '\\n')\n"])
     later = daemon.submit(command=["echo", "second"])
-    tasks = daemon.wait_all([flood, big, later], timeout=60)
+    tasks = daemon.wait_all([flood, big, later], timeout=180)
     assert tasks[flood]["status"] == "timed_out", tasks[flood]
     assert tasks[big]["status"] == "succeeded", tasks[big]
     assert tasks[later]["status"] == "succeeded"
     attempt = daemon.state / "tasks" / flood / "attempt-1"
-    assert os.path.getsize(attempt / "events") <= 64 << 20
+    assert os.path.getsize(attempt / "events") <= 16 << 20
     assert json.loads((attempt / "result.json").read_text())["wall_ms"] < 4000
