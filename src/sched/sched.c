@@ -403,10 +403,15 @@ static int start_attempt(struct sched *s, const struct task *t, struct error *er
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
 						POSIX_SPAWN_SETSIGDEF);
-	sigset_t none, all;
-	sigemptyset(&none);
+	/* born with the cancel signals blocked: a cancel sent before the
+	 * supervisor is ready waits for it, and is recorded as a cancel */
+	sigset_t cancel, all;
+	sigemptyset(&cancel);
+	sigaddset(&cancel, SIGTERM);
+	sigaddset(&cancel, SIGINT);
+	sigaddset(&cancel, SIGHUP);
 	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigmask(&attr, &cancel);
 	posix_spawnattr_setsigdefault(&attr, &all);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);

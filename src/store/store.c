@@ -238,8 +238,9 @@ int store_task_end_attempt(struct store *st, const char *id, uint32_t attempt, e
 	if (r == 0) {
 		enum task_status next =
 		    task_after_attempt(end, attempt, row.t.max_attempts, row.t.retry_on);
-		/* a cancel asked for during the attempt wins over a retry */
-		if (next == TASK_QUEUED && row.t.cancel_requested)
+		/* a cancel asked for during the attempt wins over a retry, and over
+		 * "lost": a supervisor stopped by it may not have had its say */
+		if ((next == TASK_QUEUED || next == TASK_LOST) && row.t.cancel_requested)
 			next = TASK_CANCELLED;
 		r = move(&row, next, err);
 	}

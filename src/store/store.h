@@ -103,8 +103,8 @@ int store_task_end_attempt(struct store *st, const char *id, uint32_t attempt,
  * Cancel: a queued task becomes cancelled at once (and *ret_status says
  * so); a running one gets cancel_requested, for the scheduler to kill it
  * and end the attempt as cancelled (asking twice is fine). A requested
- * cancel wins over a retry: that attempt's task ends cancelled whatever
- * its end. A final task is left alone and -EALREADY returned.
+ * cancel wins over a retry and over lost: the task ends cancelled. A
+ * final task is left alone and -EALREADY returned.
  */
 int store_task_cancel(struct store *st, const char *id, int64_t now, enum task_status *ret_status,
 		      struct error *err);

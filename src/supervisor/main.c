@@ -106,9 +106,10 @@ static void on_ready(struct pollfd *pfd, size_t index, void *data)
 		if (!pump_output(s))
 			pfd->fd = -1;
 	} else {
-		/* a bounded helping (1 MiB), so the wait loop still sees deadlines,
-		 * cancels and ticks however fast the task writes */
-		for (int i = 0; i < 16 && pump_progress(s); i++)
+		/* a bounded helping (1 MiB, 10 ms), so the wait loop still sees
+		 * deadlines, cancels and ticks however fast the task writes */
+		int64_t until = now_ms() + 10;
+		for (int i = 0; i < 16 && now_ms() < until && pump_progress(s); i++)
 			;
 	}
 }
@@ -196,7 +197,7 @@ static int open_channels(struct supervisor *s)
 	return p[1];
 }
 
-static int run(const char *dir)
+static int run(const char *dir, const sigset_t *cancel)
 {
 	struct supervisor s = {.out_fd = -1, .fifo_fd = -1};
 	struct attempt a;
@@ -240,13 +241,8 @@ static int run(const char *dir)
 	}
 	s.progress = (struct progress){.events = &s.events, .now_ms = now_ms};
 
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	_cleanup_close_ int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	/* blocked since main(): a cancel sent at any point is pending here */
+	_cleanup_close_ int sigfd = signalfd(-1, cancel, SFD_CLOEXEC);
 
 	struct sandbox_result res = {0};
 	const char *error = NULL;
@@ -315,9 +311,17 @@ static int run(const char *dir)
 
 int main(int argc, char **argv)
 {
+	/* First of all: a cancel that arrives while we start must not kill us
+	 * unrecorded, but wait for the sandbox to take it. */
+	sigset_t cancel;
+	sigemptyset(&cancel);
+	sigaddset(&cancel, SIGTERM);
+	sigaddset(&cancel, SIGINT);
+	sigaddset(&cancel, SIGHUP);
+	sigprocmask(SIG_BLOCK, &cancel, NULL);
 	if (argc != 2 || argv[1][0] != '/') {
 		fputs("usage: agentbox-supervisor ATTEMPT_DIR (an absolute path)\n", stderr);
 		return 2;
 	}
-	return run(argv[1]);
+	return run(argv[1], &cancel);
 }

@@ -137,3 +137,14 @@ def test_output_flood_is_capped_with_a_marker(tmp_path):
 def test_usage_errors():
     assert subprocess.run([SUPERVISOR]).returncode == 2
     assert subprocess.run([SUPERVISOR, "relative/dir"]).returncode == 2
+
+
+def test_a_cancel_sent_at_once_is_recorded_as_a_cancel(tmp_path):
+    """The daemon starts supervisors with SIGTERM blocked; so may anyone."""
+    import signal as sig
+    adir = make_attempt(tmp_path, ["sleep", "30"])
+    p = subprocess.Popen([SUPERVISOR, str(adir)],
+                         preexec_fn=lambda: sig.pthread_sigmask(sig.SIG_BLOCK, {sig.SIGTERM}))
+    p.send_signal(sig.SIGTERM)
+    assert p.wait(timeout=20) == 0
+    assert json.loads((adir / "result.json").read_text())["end"] == "cancelled"
