@@ -38,6 +38,14 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 int cli_option_error(const char *verb, int opt, char **argv);
 
+/*
+ * Arguments of a verb that takes only --socket, --help and one task ID.
+ * Returns -1 with *ret_socket and *ret_id set, to go on; else the exit
+ * status to return (0 after --help, EXIT_AGENTBOX on a usage error).
+ */
+int cli_parse_id_only(const char *verb, const char *help, int argc, char **argv,
+		      const char **ret_socket, const char **ret_id);
+
 /* Is this "-h" or "--help"? */
 int cli_is_help(const char *arg);
 

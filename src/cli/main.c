@@ -44,6 +44,34 @@ int cli_option_error(const char *verb, int opt, char **argv)
 			verb);
 }
 
+int cli_parse_id_only(const char *verb, const char *help, int argc, char **argv,
+		      const char **ret_socket, const char **ret_id)
+{
+	static const struct option options[] = {
+		{"socket", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *socket_path = NULL;
+	int opt;
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+		if (opt == 'h') {
+			fputs(help, stdout);
+			return 0;
+		}
+		if (opt != 's')
+			return cli_option_error(verb, opt, argv);
+		socket_path = optarg;
+	}
+	if (argc - optind != 1)
+		return cli_fail("%s: give one task ID (see agentbox %s --help)", verb, verb);
+	*ret_socket = socket_path;
+	*ret_id = argv[optind];
+	return -1;
+}
+
 int cli_is_help(const char *arg)
 {
 	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;

@@ -24,12 +24,7 @@ static const char help[] =
     "\n"
     "options:\n"
     "  -f, --follow    keep printing as the task writes, until it ends\n"
-    "  --socket PATH   agentboxd's unix socket (default $AGENTBOX_HOST, else\n"
-    "                  " CLIENT_DEFAULT_SOCKET ")\n"
-    "\n"
-    "environment:\n"
-    "  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"
-    "  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
+    CLIENT_HELP_SOCKET
     "\n"
     "exit status: 0 the output was printed (with -f: the task ended); 125\n"
     "agentbox or agentboxd failed, or the stream broke (one line on stderr).\n";

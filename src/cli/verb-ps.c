@@ -31,12 +31,7 @@ static const char help[] =
     "                  running, succeeded, failed, oom_killed, timed_out,\n"
     "                  cancelled, lost\n"
     "  -a, --all       tasks in every status\n"
-    "  --socket PATH   agentboxd's unix socket (default $AGENTBOX_HOST, else\n"
-    "                  " CLIENT_DEFAULT_SOCKET ")\n"
-    "\n"
-    "environment:\n"
-    "  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"
-    "  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
+    CLIENT_HELP_SOCKET
     "\n"
     "exit status: 0 listed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr).\n";

@@ -53,12 +53,7 @@ static const char help[] =
     "options:\n"
     "  --timeout DUR   give up after DUR (500ms, 90s, 5m, 1h30m); the task\n"
     "                  goes on\n"
-    "  --socket PATH   agentboxd's unix socket (default $AGENTBOX_HOST, else\n"
-    "                  " CLIENT_DEFAULT_SOCKET ")\n"
-    "\n"
-    "environment:\n"
-    "  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"
-    "  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
+    CLIENT_HELP_SOCKET
     "\n"
     "exit status, how the task ended:\n"
     "  0    succeeded\n"

@@ -34,6 +34,15 @@
 #include <stdint.h>
 
 #define CLIENT_DEFAULT_SOCKET	  "/run/agentbox/agentbox.sock"
+
+/* The help text every daemon verb ends its option list with. */
+#define CLIENT_HELP_SOCKET                                                                         \
+	"  --socket PATH   agentboxd's unix socket (default $AGENTBOX_HOST, else\n"                \
+	"                  " CLIENT_DEFAULT_SOCKET ")\n"                                           \
+	"\n"                                                                                      \
+	"environment:\n"                                                                          \
+	"  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"                             \
+	"  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
 #define CLIENT_CONNECT_TIMEOUT_MS 5000
 #define CLIENT_READ_TIMEOUT_MS	  30000
 /* Bytes of AGENTBOX_TOKEN. */
