@@ -90,14 +90,6 @@ unsigned sched_running(const struct sched *s)
 	return (unsigned)s->nrun;
 }
 
-size_t sched_poll_fds(struct sched *s, int *fds, size_t max)
-{
-	(void)s;
-	(void)fds;
-	(void)max;
-	return 0; /* ends are noticed by the periodic step (lock probes) */
-}
-
 static struct running *track(struct sched *s, const char *id, uint32_t attempt, int lock_fd)
 {
 	if (s->nrun == s->cap) {

@@ -50,9 +50,6 @@ int sched_recover(struct sched *s, struct error *err);
 /* One pass of the loop above. Errors of one task are recorded on it, not returned. */
 int sched_step(struct sched *s, struct error *err);
 
-/* fds to poll besides a timer: ready when an attempt may have ended. */
-size_t sched_poll_fds(struct sched *s, int *fds, size_t max);
-
 /* How many attempts are running now. */
 unsigned sched_running(const struct sched *s);
 
