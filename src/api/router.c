@@ -8,6 +8,7 @@
  * (413), content type of a JSON body (415), the {id} (400 invalid_id),
  * query parameters (400), then the handler.
  */
+#include "base/fileio.h"
 #include "api/api-internal.h"
 #include "base/cleanup.h"
 
@@ -145,13 +146,6 @@ static bool is_json_type(const char *ct)
 	return *ct == '\0' || *ct == ';';
 }
 
-static int64_t clock_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Every check before a handler runs; fills c->id and *q on success. */
 static int prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 {
@@ -193,7 +187,7 @@ static int prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 		return r;
 	c->match = m;
 	c->query = q;
-	c->now = c->ctx->now_ms ? c->ctx->now_ms() : clock_now_ms();
+	c->now = c->ctx->now_ms ? c->ctx->now_ms() : wall_clock_ms();
 	return 0;
 }
 

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int write_all(int fd, const void *buf, size_t len)
@@ -105,6 +107,31 @@ int mkdir_p_at(int dirfd, const char *path, mode_t mode)
 		}
 	}
 	return 0;
+}
+
+int proc_start_time(pid_t pid, unsigned long long *ret)
+{
+	char path[64], stat[1024];
+	if (pid == 0)
+		snprintf(path, sizeof(path), "/proc/self/stat");
+	else
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_file_at(AT_FDCWD, path, stat, sizeof(stat)) < 0)
+		return -ESRCH;
+	const char *p = strrchr(stat, ')');
+	/* after "pid (comm)": state is field 3, starttime field 22 */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+				"%*d %*d %*d %llu",
+			 ret) != 1)
+		return -EINVAL;
+	return 0;
+}
+
+int64_t wall_clock_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int keyed_u64(const char *text, const char *key, uint64_t *ret)

@@ -41,6 +41,17 @@ int read_u64_at(int dirfd, const char *name, uint64_t *ret);
 int mkdir_p_at(int dirfd, const char *path, mode_t mode);
 
 /*
+ * The start time of process pid (0 = ourselves), in clock ticks since
+ * boot, from /proc/<pid>/stat: with the pid, it names one process even
+ * after the pid is reused. 0, -ESRCH when there is no such process, or
+ * -EINVAL.
+ */
+int proc_start_time(pid_t pid, unsigned long long *ret);
+
+/* The wall clock (CLOCK_REALTIME) in milliseconds since the epoch. */
+int64_t wall_clock_ms(void);
+
+/*
  * Find "key <number>" lines, as in memory.events or cpu.stat, in text.
  * Returns 0 and sets *ret, or -ENOENT when the key is absent.
  */

@@ -2,6 +2,7 @@
  * agentbox ps: tasks as a table, one line each, page after page as
  * agentboxd hands them out (following "next").
  */
+#include "base/fileio.h"
 #include "base/cleanup.h"
 #include "cli/cli.h"
 #include "client/client.h"
@@ -63,13 +64,6 @@ static int check_statuses(const char *list, struct error *err)
 	if (n == 0 || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,"))
 		return error_set(err, EINVAL, "--status: '%s' is not a comma-separated list", list);
 	return 0;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void print_row(const json_t *task, int64_t now)
@@ -140,7 +134,7 @@ int verb_ps(int argc, char **argv)
 	if (client_init(&c, socket_path, &err) < 0)
 		return cli_fail("ps: %s", err.msg);
 	int rc = 0;
-	int64_t now = now_ms();
+	int64_t now = wall_clock_ms();
 	char after[CLIENT_ID_MAX + 1] = "";
 	for (int page = 0;; page++) {
 		if (page == PS_PAGES_MAX) {

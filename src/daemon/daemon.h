@@ -35,7 +35,6 @@ struct store_pool {
 	pthread_cond_t free_cond;
 	struct store *stores[DAEMON_POOL_SIZE];
 	bool busy[DAEMON_POOL_SIZE];
-	char db_path[4096];
 };
 
 struct daemon {
@@ -60,7 +59,5 @@ void server_stop(struct listener *l);
 
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);
-
-int64_t daemon_now_ms(void);
 
 #endif

@@ -63,13 +63,6 @@ static const char usage_text[] =
 	"\n"
 	"exit status: 0 after SIGTERM or SIGINT, 1 when it cannot start, 2 usage error\n";
 
-int64_t daemon_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void daemon_wake(struct daemon *d)
 {
 	uint64_t one = 1;

@@ -9,7 +9,6 @@ int store_pool_init(struct store_pool *p, const char *db_path, struct error *err
 	*p = (struct store_pool){0};
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->free_cond, NULL);
-	snprintf(p->db_path, sizeof(p->db_path), "%s", db_path);
 	for (int i = 0; i < DAEMON_POOL_SIZE; i++) {
 		int r = store_open_sqlite(db_path, &p->stores[i], err);
 		if (r < 0) {

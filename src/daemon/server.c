@@ -3,6 +3,7 @@
  * hand it over, send what comes back. Streams (logs -f, SSE events) are
  * in stream.c.
  */
+#include "base/fileio.h"
 #include "daemon/daemon.h"
 #include "daemon/stream.h"
 
@@ -144,7 +145,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct api_ctx ctx = {
 		.state_dir = l->d->cfg.state_dir,
 		.token = l->token,
-		.now_ms = daemon_now_ms,
+		.now_ms = wall_clock_ms,
 		.task_submitted = on_task_submitted,
 		.task_cancel_requested = on_cancel_requested,
 		.hook_data = l->d,

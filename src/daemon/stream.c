@@ -153,7 +153,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			s->pending_off += n;
 			if (s->pending_off == s->pending_len)
 				s->pending_len = s->pending_off = 0;
-			s->last_sent_ms = daemon_now_ms();
+			s->last_sent_ms = wall_clock_ms();
 			return (ssize_t)n;
 		}
 		if (s->done || s->d->stopping)
@@ -165,7 +165,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			s->done = true;
 		if (s->pending_len == 0 && !s->done) {
 			if (s->s.route == API_ROUTE_TASK_EVENTS &&
-			    daemon_now_ms() - s->last_sent_ms > STREAM_HEARTBEAT_MS)
+			    wall_clock_ms() - s->last_sent_ms > STREAM_HEARTBEAT_MS)
 				append(s, ": keepalive\n\n", 13);
 			else
 				sleep_ms(STREAM_POLL_MS);
@@ -187,7 +187,7 @@ enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c, const s
 	struct error err = {0};
 	if (!s)
 		return MHD_NO;
-	*s = (struct stream){.d = d, .s = *as, .after = as->after_seq, .last_sent_ms = daemon_now_ms()};
+	*s = (struct stream){.d = d, .s = *as, .after = as->after_seq, .last_sent_ms = wall_clock_ms()};
 	if (store_open_sqlite(d->db_path, &s->st, &err) < 0) {
 		fprintf(stderr, "agentboxd: stream: %s\n", err.msg);
 		free(s);

@@ -46,13 +46,6 @@ struct sched {
 	size_t nrun, cap;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void attempt_dir(const struct sched *s, const char *id, uint32_t attempt, char *buf,
 			size_t size)
 {
@@ -274,27 +267,11 @@ static int finish(struct sched *s, struct running *r, struct error *err)
 		error = strdup(rr == -ENOENT ? "the supervisor ended without a result"
 					      : "the attempt's result.json is unreadable");
 	}
-	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error, now_ms(), NULL,
+	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error, wall_clock_ms(), NULL,
 				    err);
 	if (rr == -ESTALE)
 		rr = 0; /* recorded already, by an earlier run of ours */
 	return rr;
-}
-
-/* A process's start time (clock ticks since boot), from /proc/<pid>/stat. */
-static int start_time_of(pid_t pid, unsigned long long *ret)
-{
-	char path[64], stat[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_file_at(AT_FDCWD, path, stat, sizeof(stat)) < 0)
-		return -ESRCH;
-	const char *p = strrchr(stat, ')');
-	/* after "pid (comm)": state is field 3, starttime field 22 */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu",
-			 ret) != 1)
-		return -EINVAL;
-	return 0;
 }
 
 /*
@@ -316,7 +293,7 @@ static int supervisor_pidfd(struct sched *s, struct running *r)
 	if (fd < 0)
 		return -1;
 	/* checked after the pidfd is held: it keeps naming this very process */
-	if (start_time_of(pid, &have) < 0 || have != want) {
+	if (proc_start_time(pid, &have) < 0 || have != want) {
 		close(fd);
 		return -1;
 	}
@@ -432,7 +409,7 @@ static int claim_and_start(struct sched *s, struct error *err)
 {
 	while (s->nrun < s->cfg.max_running) {
 		struct task t = {0};
-		int r = store_task_claim(s->st, now_ms(), &t, err);
+		int r = store_task_claim(s->st, wall_clock_ms(), &t, err);
 		if (r == -ENOENT)
 			return 0;
 		if (r < 0)
@@ -441,7 +418,7 @@ static int claim_and_start(struct sched *s, struct error *err)
 		if (start_attempt(s, &t, &serr) < 0) {
 			/* this attempt never ran: it is lost, and retried if the task allows */
 			(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1, serr.msg,
-						     now_ms(), NULL, err);
+						     wall_clock_ms(), NULL, err);
 		}
 		task_release(&t);
 	}

@@ -52,13 +52,6 @@ struct supervisor {
 	int failed; /* first journal error, -errno */
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void note(const char *fmt, ...)
 {
@@ -108,8 +101,8 @@ static void on_ready(struct pollfd *pfd, size_t index, void *data)
 	} else {
 		/* a bounded helping (1 MiB, 10 ms), so the wait loop still sees
 		 * deadlines, cancels and ticks however fast the task writes */
-		int64_t until = now_ms() + 10;
-		for (int i = 0; i < 16 && now_ms() < until && pump_progress(s); i++)
+		int64_t until = wall_clock_ms() + 10;
+		for (int i = 0; i < 16 && wall_clock_ms() < until && pump_progress(s); i++)
 			;
 	}
 }
@@ -124,22 +117,17 @@ static void on_tick(void *data)
 /* The supervisor's own file: "pid starttime", to tell a live one from a reused pid. */
 static int write_pid_file(int dirfd)
 {
-	char stat[1024], text[64];
-	if (read_file_at(AT_FDCWD, "/proc/self/stat", stat, sizeof(stat)) < 0)
-		return -errno;
-	const char *p = strrchr(stat, ')');
+	char text[64];
 	unsigned long long start = 0;
-	/* after "pid (comm)": state is field 3, starttime field 22 */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu",
-			 &start) != 1)
-		return -EINVAL;
+	int r = proc_start_time(0, &start);
+	if (r < 0)
+		return r;
 	snprintf(text, sizeof(text), "%d %llu\n", (int)getpid(), start);
 	_cleanup_close_ int fd =
 		openat(dirfd, "supervisor", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, text, strlen(text));
+	r = write_all(fd, text, strlen(text));
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	return r;
@@ -239,7 +227,7 @@ static int run(const char *dir, const sigset_t *cancel)
 		note("cannot open the attempt's files: %s", strerror(-out_w));
 		return 1;
 	}
-	s.progress = (struct progress){.events = &s.events, .now_ms = now_ms};
+	s.progress = (struct progress){.events = &s.events, .now_ms = wall_clock_ms};
 
 	/* blocked since main(): a cancel sent at any point is pending here */
 	_cleanup_close_ int sigfd = signalfd(-1, cancel, SFD_CLOEXEC);
