@@ -468,6 +468,55 @@ static int recover_one(const struct task *t, void *data)
 	return 0;
 }
 
+/*
+ * Did r's attempt never start? Its claim is in the store, but no
+ * supervisor holds the lock and none ever wrote its pid file or a result:
+ * the daemon stopped between the claim and the spawn. The task did not
+ * run, so the attempt is not lost; it is started now.
+ */
+static bool never_started(struct sched *s, struct running *r)
+{
+	if (supervisor_is_alive(r))
+		return false;
+	char dir[4096], path[4200];
+	attempt_dir(s, r->id, r->attempt, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/supervisor", dir);
+	if (access(path, F_OK) == 0 || errno != ENOENT)
+		return false;
+	snprintf(path, sizeof(path), "%s/result.json", dir);
+	return access(path, F_OK) < 0 && errno == ENOENT;
+}
+
+static int restart_unstarted(struct sched *s, struct error *err)
+{
+	size_t n = 0;
+	_cleanup_free_ char(*ids)[TASK_ID_SIZE] = calloc(s->nrun + 1, sizeof(*ids));
+	if (!ids)
+		return error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < s->nrun;) {
+		if (!never_started(s, &s->run[i])) {
+			i++;
+			continue;
+		}
+		memcpy(ids[n++], s->run[i].id, TASK_ID_SIZE);
+		untrack(s, &s->run[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct task t = {0};
+		struct error serr = {0};
+		int r = store_task_get(s->st, ids[i], &t, &serr);
+		if (r == 0 && t.status == TASK_RUNNING) {
+			fprintf(stderr, "agentboxd: %s: attempt %" PRIu32 " was claimed but never started; starting it\n",
+				t.id, t.attempt);
+			if (start_attempt(s, &t, &serr) < 0)
+				(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1, serr.msg,
+							     wall_clock_ms(), NULL, &serr);
+		}
+		task_release(&t);
+	}
+	return 0;
+}
+
 int sched_recover(struct sched *s, struct error *err)
 {
 	char after[TASK_ID_SIZE] = "";
@@ -484,6 +533,8 @@ int sched_recover(struct sched *s, struct error *err)
 		snprintf(after, sizeof(after), "%s", s->run[s->nrun - 1].id);
 	}
 	int r;
+	if ((r = restart_unstarted(s, err)) < 0)
+		return r;
 	for (size_t i = 0; i < s->nrun; i++)
 		if ((r = count_imported(s, &s->run[i], err)) < 0)
 			return r;

@@ -70,7 +70,8 @@ def submit_seed(d):
 
 
 def check_seed(d, steady, leaky, tasks):
-    assert tasks[leaky]["status"] == "oom_killed", tasks[leaky]
+    t = tasks[leaky]
+    assert t["status"] == "oom_killed", f"{t['status']} (attempt {t['attempt']}): {t['error']}"
     died_at = tasks[leaky]["progress"]["pages_crawled"]
     assert 4 <= died_at <= 7, f"the leaky task reported page {died_at} last"
     for tid in steady:
@@ -234,6 +235,40 @@ def test_a_vanished_supervisor_means_lost_and_a_retry(daemon):
     assert tasks[twice]["status"] == "succeeded" and tasks[twice]["attempt"] == 2, tasks[twice]
     statuses = [(e["attempt"], e["data"]["status"]) for e in daemon.events(twice) if e["type"] == "status"]
     assert statuses == [(1, "running"), (1, "queued"), (2, "running"), (2, "succeeded")], statuses
+
+
+def test_a_claim_the_daemon_never_acted_on_is_started_not_lost(tmp_path):
+    """The daemon dies between claiming a task and spawning its supervisor:
+    the task never ran, so the restarted daemon starts that attempt rather
+    than calling it lost. The crash state is written into the store here,
+    as the claim's own transaction leaves it."""
+    import sqlite3
+    d = Daemon(tmp_path, "--max-running", "1").start()
+    try:
+        blocker = d.submit(command=["sleep", "30"])
+        target = d.submit(command=["sh", "-c", "echo ran attempt $AGENTBOX_ATTEMPT"])
+        assert d.task(target)["status"] == "queued"
+        d.kill()
+        db = sqlite3.connect(d.state / "agentbox.db")
+        with db:
+            pk, seq, created = db.execute("SELECT pk, next_seq, created_at FROM tasks WHERE id = ?",
+                                          (target,)).fetchone()
+            db.execute("UPDATE tasks SET status = 'running', attempt = 1, started_at = ?, "
+                       "next_seq = next_seq + 1 WHERE pk = ?", (created + 1, pk))
+            db.execute("INSERT INTO events (task_pk, seq, attempt, type, time, data_json) "
+                       "VALUES (?, ?, 1, 'status', ?, ?)",
+                       (pk, seq, created + 1, json.dumps({"status": "running"})))
+        db.close()
+        assert not (d.state / "tasks" / target / "attempt-1").exists()
+        d.start()
+        t = d.wait_all([target], timeout=30)[target]
+        assert t["status"] == "succeeded" and t["attempt"] == 1, t
+        assert d.request("GET", f"/v1/tasks/{target}/logs", raw=True)[1] == b"ran attempt 1\n"
+        d.request("POST", f"/v1/tasks/{blocker}/cancel")
+        d.wait_all([blocker], timeout=30)
+    finally:
+        d.stop()
+    assert b"never started; starting it" in (tmp_path / "agentboxd.log").read_bytes()
 
 
 def test_the_cli_against_the_real_daemon(daemon):
