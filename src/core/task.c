@@ -1,9 +1,10 @@
 #include "core/task.h"
 
+#include "core/id.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 static const char *const status_names[TASK_STATUS_COUNT] = {
 	[TASK_QUEUED] = "queued",       [TASK_RUNNING] = "running",
@@ -59,41 +60,17 @@ enum task_status task_after_attempt(enum task_status end, uint32_t attempt, uint
 	return retry ? TASK_QUEUED : end;
 }
 
-/* Crockford's base32: no I, L, O, U, so ids read aloud without doubt. */
-static const char base32[] = "0123456789abcdefghjkmnpqrstvwxyz";
 #define ID_PREFIX "tsk_"
-#define ID_CHARS  26
+_Static_assert(sizeof(ID_PREFIX) - 1 + ID_RANDOM_CHARS < TASK_ID_SIZE, "a task id fits");
 
 int task_id_new(char id[TASK_ID_SIZE])
 {
-	unsigned char rnd[ID_CHARS];
-	size_t got = 0;
-	while (got < sizeof(rnd)) {
-		ssize_t n = getrandom(rnd + got, sizeof(rnd) - got, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	memcpy(id, ID_PREFIX, strlen(ID_PREFIX));
-	for (size_t i = 0; i < ID_CHARS; i++)
-		id[strlen(ID_PREFIX) + i] = base32[rnd[i] & 31];
-	id[strlen(ID_PREFIX) + ID_CHARS] = '\0';
-	return 0;
+	return id_new(ID_PREFIX, id, TASK_ID_SIZE);
 }
 
 bool task_id_is_valid(const char *s)
 {
-	if (!s || strncmp(s, ID_PREFIX, strlen(ID_PREFIX)) != 0)
-		return false;
-	s += strlen(ID_PREFIX);
-	size_t n = 0;
-	for (; s[n]; n++)
-		if (!strchr(base32, s[n]) || s[n] == '\0')
-			return false;
-	return n == ID_CHARS;
+	return id_is_valid(ID_PREFIX, s);
 }
 
 void task_release(struct task *t)

@@ -13,8 +13,14 @@
  *   task_specs  the spec, apart: it never changes, so the frequent row
  *               updates of progress do not rewrite it.
  *   events      progress and status events, keyed (task_pk, seq).
+ *   sandboxes   (from step 2) one row per interactive sandbox, like tasks:
+ *               pk breaks created_at ties. A claim from the warm pool
+ *               rewrites created_at, and a discarded pooled sandbox's row
+ *               is deleted.
+ *   sandbox_specs  its spec, apart, for the same reason as task_specs.
  * Statuses are stored by name, so reordering the C enum cannot change
- * what a stored row means.
+ * what a stored row means. End reasons are not checked here but in
+ * src/core, so a new reason needs no table rebuild.
  */
 #include "store/store-internal.h"
 
@@ -25,6 +31,8 @@
 #define STATUS_NAMES                                                                               \
 	"'queued', 'running', 'succeeded', 'failed', 'oom_killed', 'timed_out', 'cancelled', "     \
 	"'lost'"
+
+#define SANDBOX_STATUS_NAMES "'pooled', 'running', 'paused', 'ended'"
 
 /* clang-format off */
 const struct sqlite_migration sqlite_migrations[] = {
@@ -64,12 +72,33 @@ const struct sqlite_migration sqlite_migrations[] = {
 	 "	data_json TEXT    NOT NULL,\n"
 	 "	PRIMARY KEY (task_pk, seq)\n"
 	 ") WITHOUT ROWID;\n"},
+	{2, "interactive sandboxes",
+	 "CREATE TABLE sandboxes (\n"
+	 "	pk            INTEGER PRIMARY KEY,\n"
+	 "	id            TEXT    NOT NULL UNIQUE,\n"
+	 "	status        TEXT    NOT NULL CHECK (status IN (" SANDBOX_STATUS_NAMES ")),\n"
+	 "	created_at    INTEGER NOT NULL,\n"
+	 "	expires_at    INTEGER NOT NULL DEFAULT 0 CHECK (expires_at >= 0),\n"
+	 "	ended_at      INTEGER NOT NULL DEFAULT 0,\n"
+	 "	end_reason    TEXT,\n"
+	 "	end_detail    TEXT,\n"
+	 "	metadata_json TEXT    NOT NULL DEFAULT '{}'\n"
+	 ");\n"
+	 /* list in creation order */
+	 "CREATE INDEX sandboxes_by_created ON sandboxes (created_at);\n"
+	 /* list by status in creation order (the pool's, the users') */
+	 "CREATE INDEX sandboxes_by_status ON sandboxes (status, created_at);\n"
+	 "CREATE TABLE sandbox_specs (\n"
+	 "	sandbox_pk INTEGER PRIMARY KEY REFERENCES sandboxes (pk) ON DELETE CASCADE,\n"
+	 "	spec_json  TEXT NOT NULL\n"
+	 ");\n"},
 };
 /* clang-format on */
 
 const size_t sqlite_migrations_count = sizeof(sqlite_migrations) / sizeof(sqlite_migrations[0]);
 
 _Static_assert(SQLITE_STORE_APPLICATION_ID == 1633841016, "migration 1 sets this application_id");
+_Static_assert(SANDBOX_STATUS_COUNT == 4, "migration 2 names every sandbox status");
 
 /* ---- applying them ----------------------------------------------------- */
 

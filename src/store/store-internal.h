@@ -6,8 +6,8 @@
  * backend only persists rows, through the small ops table below, so a
  * second backend (PostgreSQL) cannot drift from the rules of the first.
  *
- * Every write of store.c runs as: begin, lock the task's row, decide in C,
- * write the row and its events, commit. Inside a caller's transaction
+ * Every write of store.c runs as: begin, lock the task's (or sandbox's)
+ * row, decide in C, write the row and its events, commit. Inside a caller's transaction
  * (store_tx_begin()) "begin" and "commit" are a savepoint and its release,
  * so one failing call undoes only itself and the caller's group goes on.
  */
@@ -32,6 +32,15 @@ struct store_row {
 	int64_t key;	  /* the backend's handle of the row */
 	int64_t next_seq; /* seq of the task's next event */
 	struct task t;	  /* t.spec_json is NULL; t.progress_json, t.error owned */
+};
+
+/*
+ * A sandbox's row as a writer holds it inside a transaction: every field
+ * of struct sandbox_record but spec_json (which never changes, and stays NULL).
+ */
+struct store_sandbox_row {
+	int64_t key;	  /* the backend's handle of the row */
+	struct sandbox_record sb; /* sb.spec_json is NULL; the other strings owned */
 };
 
 struct store_ops {
@@ -64,6 +73,27 @@ struct store_ops {
 	/* Events of task id with seq > after_seq, in order, as an owned array. */
 	int (*events)(struct store *st, const char *id, int64_t after_seq, size_t limit,
 		      struct task_event **ret, size_t *ret_n, struct error *err);
+
+	/* Insert a sandbox: every field of sb but the end ones; -EEXIST. */
+	int (*sandbox_insert)(struct store *st, const struct sandbox_record *sb, struct error *err);
+	/* Read one sandbox with its spec; -ENOENT. */
+	int (*sandbox_get)(struct store *st, const char *id, struct sandbox_record *ret,
+			   struct error *err);
+	/*
+	 * Up to f->limit sandboxes whose status is in f->statuses (never 0
+	 * here), in creation order, as an owned array.
+	 */
+	int (*sandbox_list)(struct store *st, const struct sandbox_filter *f,
+			    struct sandbox_record **ret, size_t *ret_n, struct error *err);
+	/* Lock a sandbox's row for update (inside begin); -ENOENT. */
+	int (*sandbox_lock)(struct store *st, const char *id, struct store_sandbox_row *ret,
+			    struct error *err);
+	/* Write back a locked row's fields: status, times, end, metadata. */
+	int (*sandbox_update)(struct store *st, const struct store_sandbox_row *row,
+			      struct error *err);
+	/* Delete a locked row, with its spec. */
+	int (*sandbox_delete)(struct store *st, const struct store_sandbox_row *row,
+			      struct error *err);
 };
 
 /* Every backend's struct starts with this. */
@@ -76,6 +106,9 @@ void store_row_release(struct store_row *row);
 /* Free an array from ops->list or ops->events. */
 void store_tasks_free(struct task *v, size_t n);
 void store_events_free(struct task_event *v, size_t n);
+void store_sandbox_row_release(struct store_sandbox_row *row);
+/* Free an array from ops->sandbox_list. */
+void store_sandboxes_free(struct sandbox_record *v, size_t n);
 
 /* ---- JSON (store-json.c) ---------------------------------------------- */
 

@@ -6,7 +6,7 @@
  *
  * Writes begin with BEGIN IMMEDIATE: the write lock is taken before the
  * first read, so the row a writer locks cannot change under it and two
- * claimers can never take the same task. The schema is in
+ * claimers can never take the same task (or sandbox). The schema is in
  * sqlite-migrations.c.
  */
 #include "store/store-internal.h"
@@ -28,6 +28,15 @@
 	"SELECT * FROM (SELECT pk, created_at FROM tasks WHERE status = ?" #n                      \
 	" AND (created_at, pk) > (?9, ?10) ORDER BY created_at, pk LIMIT ?11)"
 
+#define SANDBOX_COLUMNS                                                                            \
+	"b.pk, b.id, b.status, b.created_at, b.expires_at, b.ended_at, b.end_reason, "             \
+	"b.end_detail, b.metadata_json"
+#define COL_SANDBOX_SPEC 9 /* s.spec_json, after SANDBOX_COLUMNS */
+/* The same for sandboxes: ?1..?4 statuses, ?5, ?6 the page's start, ?7 the limit. */
+#define SANDBOX_LIST_ARM(n)                                                                        \
+	"SELECT * FROM (SELECT pk, created_at FROM sandboxes WHERE status = ?" #n                  \
+	" AND (created_at, pk) > (?5, ?6) ORDER BY created_at, pk LIMIT ?7)"
+
 enum stmt {
 	S_BEGIN,
 	S_COMMIT,
@@ -47,6 +56,16 @@ enum stmt {
 	S_UPDATE,
 	S_EVENT_ADD,
 	S_EVENTS,
+	S_SBX_INSERT,
+	S_SBX_INSERT_SPEC,
+	S_SBX_GET,
+	S_SBX_POSITION,
+	S_SBX_LIST_ALL,
+	S_SBX_LIST_STATUS,
+	S_SBX_LOCK,
+	S_SBX_UPDATE,
+	S_SBX_DELETE_SPEC,
+	S_SBX_DELETE,
 	STMT_COUNT
 };
 
@@ -90,10 +109,33 @@ static const char *const stmt_sql[STMT_COUNT] = {
 			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[S_EVENTS] = "SELECT seq, attempt, type, time, data_json FROM events "
 		     "WHERE task_pk = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+	[S_SBX_INSERT] = "INSERT INTO sandboxes (id, status, created_at, expires_at, metadata_json) "
+			 "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[S_SBX_INSERT_SPEC] = "INSERT INTO sandbox_specs (sandbox_pk, spec_json) VALUES (?1, ?2)",
+	[S_SBX_GET] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM sandboxes b "
+		      "JOIN sandbox_specs s ON s.sandbox_pk = b.pk WHERE b.id = ?1",
+	[S_SBX_POSITION] = "SELECT created_at, pk FROM sandboxes WHERE id = ?1",
+	[S_SBX_LIST_ALL] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM sandboxes b "
+			   "JOIN sandbox_specs s ON s.sandbox_pk = b.pk "
+			   "WHERE (b.created_at, b.pk) > (?5, ?6) "
+			   "ORDER BY b.created_at, b.pk LIMIT ?7",
+	[S_SBX_LIST_STATUS] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM ("
+			      SANDBOX_LIST_ARM(1) " UNION ALL " SANDBOX_LIST_ARM(2) " UNION ALL "
+			      SANDBOX_LIST_ARM(3) " UNION ALL " SANDBOX_LIST_ARM(4)
+			      ") AS m JOIN sandboxes b ON b.pk = m.pk "
+			      "JOIN sandbox_specs s ON s.sandbox_pk = b.pk "
+			      "ORDER BY m.created_at, m.pk LIMIT ?7",
+	[S_SBX_LOCK] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes b WHERE b.id = ?1",
+	[S_SBX_UPDATE] = "UPDATE sandboxes SET status = ?2, created_at = ?3, expires_at = ?4, "
+			 "ended_at = ?5, end_reason = ?6, end_detail = ?7, metadata_json = ?8 "
+			 "WHERE pk = ?1",
+	[S_SBX_DELETE_SPEC] = "DELETE FROM sandbox_specs WHERE sandbox_pk = ?1",
+	[S_SBX_DELETE] = "DELETE FROM sandboxes WHERE pk = ?1",
 };
 /* clang-format on */
 
 _Static_assert(TASK_STATUS_COUNT == 8, "S_LIST_STATUS binds one parameter per status");
+_Static_assert(SANDBOX_STATUS_COUNT == 4, "S_SBX_LIST_STATUS binds one parameter per status");
 
 struct sqlite_store {
 	struct store base;
@@ -227,20 +269,27 @@ static int grow(void **v, size_t n, size_t *cap, size_t size)
 	return 0;
 }
 
-/* The pk and created_at of task id; -ENOENT. */
-static int position(struct sqlite_store *s, const char *id, int64_t *ret_pk, int64_t *ret_created,
-		    struct error *err)
+/* The pk and created_at of task id (with S_POSITION, else sandbox id); -ENOENT. */
+static int position_with(struct sqlite_store *s, enum stmt i, const char *id, int64_t *ret_pk,
+			 int64_t *ret_created, struct error *err)
 {
-	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_POSITION];
+	const char *noun = i == S_POSITION ? "task" : "sandbox";
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[i];
 	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-	int r = step(s, q, err, "finding a task");
+	int r = step(s, q, err, i == S_POSITION ? "finding a task" : "finding a sandbox");
 	if (r == 0)
-		return error_set(err, ENOENT, "store: no task %s", id);
+		return error_set(err, ENOENT, "store: no %s %s", noun, id);
 	if (r < 0)
 		return r;
 	*ret_created = sqlite3_column_int64(q, 0);
 	*ret_pk = sqlite3_column_int64(q, 1);
 	return 0;
+}
+
+static int position(struct sqlite_store *s, const char *id, int64_t *ret_pk, int64_t *ret_created,
+		    struct error *err)
+{
+	return position_with(s, S_POSITION, id, ret_pk, ret_created, err);
 }
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -495,6 +544,174 @@ static int sq_events(struct store *st, const char *id, int64_t after_seq, size_t
 	return 0;
 }
 
+/* ---- sandbox ops --------------------------------------------------------- */
+
+/* Read a row of SANDBOX_COLUMNS (and the spec, with_spec) into ret. */
+static int read_sandbox_row(sqlite3_stmt *q, bool with_spec, struct store_sandbox_row *ret,
+			    struct error *err)
+{
+	struct store_sandbox_row row = {.key = sqlite3_column_int64(q, 0)};
+	struct sandbox_record *sb = &row.sb;
+	const char *id = (const char *)sqlite3_column_text(q, 1);
+	const char *status = (const char *)sqlite3_column_text(q, 2);
+	if (!id || strlen(id) >= sizeof(sb->id) || sandbox_status_parse(status, &sb->status) < 0)
+		return error_set(err, EIO,
+				 "store: a sandbox row is corrupt (id '%s', status '%s')",
+				 id ? id : "", status ? status : "");
+	memcpy(sb->id, id, strlen(id) + 1);
+	sb->created_at = sqlite3_column_int64(q, 3);
+	sb->expires_at = sqlite3_column_int64(q, 4);
+	sb->ended_at = sqlite3_column_int64(q, 5);
+	if (dup_column(q, 6, &sb->end_reason) < 0 || dup_column(q, 7, &sb->end_detail) < 0 ||
+	    dup_column(q, 8, &sb->metadata_json) < 0 || !sb->metadata_json ||
+	    (with_spec && (dup_column(q, COL_SANDBOX_SPEC, &sb->spec_json) < 0 || !sb->spec_json))) {
+		sandbox_record_release(sb);
+		return error_set(err, ENOMEM, "store: reading sandbox %s: out of memory", sb->id);
+	}
+	*ret = row;
+	return 0;
+}
+
+static int sq_sandbox_insert(struct store *st, const struct sandbox_record *sb, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	{
+		_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_INSERT];
+		sqlite3_bind_text(q, 1, sb->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(q, 2, sandbox_status_name(sb->status), -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 3, sb->created_at);
+		sqlite3_bind_int64(q, 4, sb->expires_at);
+		sqlite3_bind_text(q, 5, sb->metadata_json, -1, SQLITE_STATIC);
+		int rc = sqlite3_step(q);
+		if (rc == SQLITE_CONSTRAINT_UNIQUE)
+			return error_set(err, EEXIST, "store: sandbox %s exists", sb->id);
+		if (rc != SQLITE_DONE)
+			return sqlite_error(s->db, rc, err, "inserting a sandbox");
+	}
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_INSERT_SPEC];
+	sqlite3_bind_int64(q, 1, sqlite3_last_insert_rowid(s->db));
+	sqlite3_bind_text(q, 2, sb->spec_json, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "inserting a sandbox's spec");
+	return r < 0 ? r : 0;
+}
+
+static int sq_sandbox_get(struct store *st, const char *id, struct sandbox_record *ret,
+			  struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_GET];
+	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "reading a sandbox");
+	if (r == 0)
+		return error_set(err, ENOENT, "store: no sandbox %s", id);
+	if (r < 0)
+		return r;
+	struct store_sandbox_row row;
+	r = read_sandbox_row(q, true, &row, err);
+	if (r < 0)
+		return r;
+	*ret = row.sb;
+	return 0;
+}
+
+static int sq_sandbox_list(struct store *st, const struct sandbox_filter *f,
+			   struct sandbox_record **ret, size_t *ret_n, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	int64_t after_created = INT64_MIN, after_pk = -1;
+	if (f->after_id) {
+		int r = position_with(s, S_SBX_POSITION, f->after_id, &after_pk, &after_created,
+				      err);
+		if (r < 0)
+			return r;
+	}
+	bool all = f->statuses == (1u << SANDBOX_STATUS_COUNT) - 1;
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[all ? S_SBX_LIST_ALL : S_SBX_LIST_STATUS];
+	for (int i = 0; !all && i < SANDBOX_STATUS_COUNT; i++)
+		if (f->statuses & SANDBOX_STATUS_BIT(i))
+			sqlite3_bind_text(q, i + 1, sandbox_status_name((enum sandbox_status)i),
+					  -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 5, after_created);
+	sqlite3_bind_int64(q, 6, after_pk);
+	sqlite3_bind_int64(q, 7, (sqlite3_int64)f->limit);
+	struct sandbox_record *v = NULL;
+	size_t n = 0, cap = 0;
+	int r;
+	while ((r = step(s, q, err, "listing sandboxes")) > 0) {
+		struct store_sandbox_row row;
+		if (grow((void **)&v, n, &cap, sizeof(*v)) < 0)
+			r = error_set(err, ENOMEM, "store: listing sandboxes: out of memory");
+		else
+			r = read_sandbox_row(q, true, &row, err);
+		if (r < 0)
+			break;
+		v[n++] = row.sb;
+	}
+	if (r < 0) {
+		store_sandboxes_free(v, n);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static int sq_sandbox_lock(struct store *st, const char *id, struct store_sandbox_row *ret,
+			   struct error *err)
+{
+	/* under BEGIN IMMEDIATE nobody else writes until we commit */
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_LOCK];
+	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "reading a sandbox");
+	if (r == 0)
+		return error_set(err, ENOENT, "store: no sandbox %s", id);
+	return r < 0 ? r : read_sandbox_row(q, false, ret, err);
+}
+
+static int sq_sandbox_update(struct store *st, const struct store_sandbox_row *row,
+			     struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	const struct sandbox_record *sb = &row->sb;
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_UPDATE];
+	sqlite3_bind_int64(q, 1, row->key);
+	sqlite3_bind_text(q, 2, sandbox_status_name(sb->status), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 3, sb->created_at);
+	sqlite3_bind_int64(q, 4, sb->expires_at);
+	sqlite3_bind_int64(q, 5, sb->ended_at);
+	sqlite3_bind_text(q, 6, sb->end_reason, -1, SQLITE_STATIC); /* NULL binds NULL */
+	sqlite3_bind_text(q, 7, sb->end_detail, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 8, sb->metadata_json, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "updating a sandbox");
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(s->db) != 1)
+		return error_set(err, EIO, "store: sandbox %s vanished while locked", sb->id);
+	return 0;
+}
+
+static int sq_sandbox_delete(struct store *st, const struct store_sandbox_row *row,
+			     struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	{
+		_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_DELETE_SPEC];
+		sqlite3_bind_int64(q, 1, row->key);
+		int r = step(s, q, err, "deleting a sandbox's spec");
+		if (r < 0)
+			return r;
+	}
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_DELETE];
+	sqlite3_bind_int64(q, 1, row->key);
+	int r = step(s, q, err, "deleting a sandbox");
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(s->db) != 1)
+		return error_set(err, EIO, "store: sandbox %s vanished while locked", row->sb.id);
+	return 0;
+}
+
 static const struct store_ops sqlite_ops = {
     .close = sq_close,
     .schema_version = sq_schema_version,
@@ -509,6 +726,12 @@ static const struct store_ops sqlite_ops = {
     .update = sq_update,
     .event_add = sq_event_add,
     .events = sq_events,
+    .sandbox_insert = sq_sandbox_insert,
+    .sandbox_get = sq_sandbox_get,
+    .sandbox_list = sq_sandbox_list,
+    .sandbox_lock = sq_sandbox_lock,
+    .sandbox_update = sq_sandbox_update,
+    .sandbox_delete = sq_sandbox_delete,
 };
 
 /* ---- opening and migrating --------------------------------------------- */

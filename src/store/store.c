@@ -1,7 +1,8 @@
 /*
  * store.c - the contract of store.h, once for every backend: argument
- * checks, fencing, the lifecycle table, status events, progress merging
- * and transaction nesting. Backends persist rows through store_ops.
+ * checks, fencing, the lifecycle tables of tasks and sandboxes, status
+ * events, progress merging and transaction nesting. Backends persist rows
+ * through store_ops.
  */
 #include "store/store.h"
 
@@ -13,6 +14,10 @@
 #include <string.h>
 
 #define ALL_STATUSES ((uint32_t)((1u << TASK_STATUS_COUNT) - 1))
+#define SBX(s)               SANDBOX_STATUS_BIT(s)
+#define ALL_SANDBOX_STATUSES ((uint32_t)((1u << SANDBOX_STATUS_COUNT) - 1))
+/* What a sandbox list with no statuses shows: what users may see. */
+#define LISTED_SANDBOX_STATUSES (SBX(SANDBOX_RUNNING) | SBX(SANDBOX_PAUSED) | SBX(SANDBOX_ENDED))
 
 void store_row_release(struct store_row *row)
 {
@@ -30,6 +35,18 @@ void store_events_free(struct task_event *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++)
 		free((char *)v[i].data_json);
+	free(v);
+}
+
+void store_sandbox_row_release(struct store_sandbox_row *row)
+{
+	sandbox_record_release(&row->sb);
+}
+
+void store_sandboxes_free(struct sandbox_record *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		sandbox_record_release(&v[i]);
 	free(v);
 }
 
@@ -359,5 +376,248 @@ int store_events_list(struct store *st, const char *id, int64_t after_seq, size_
 		r = q < 0 ? q : 0;
 	}
 	store_events_free(v, n);
+	return r;
+}
+
+/* ---- interactive sandboxes --------------------------------------------- */
+
+/* A JSON object of at most max bytes: -EINVAL or -E2BIG otherwise. */
+static int check_object(const char *json, size_t max, const char *what, const char *id,
+			struct error *err)
+{
+	if (!json)
+		return error_set(err, EINVAL, "store: sandbox %s has no %s", id, what);
+	if (strnlen(json, max + 1) > max)
+		return error_set(err, E2BIG, "store: the %s of sandbox %s passes %zu bytes", what,
+				 id, max);
+	if (!store_json_is_object(json))
+		return error_set(err, EINVAL, "store: the %s of sandbox %s is not one JSON object",
+				 what, id);
+	return 0;
+}
+
+static const char *sandbox_status_text(enum sandbox_status s)
+{
+	const char *name = sandbox_status_name(s);
+	return name ? name : "an unknown status";
+}
+
+/* Move a locked row to status `to`, along the one lifecycle table only. */
+static int sandbox_move(struct store_sandbox_row *row, enum sandbox_status to, struct error *err)
+{
+	if (!sandbox_transition_is_allowed(row->sb.status, to))
+		return error_set(err, EINVAL, "store: sandbox %s cannot go from %s to %s",
+				 row->sb.id, sandbox_status_text(row->sb.status),
+				 sandbox_status_text(to));
+	row->sb.status = to;
+	return 0;
+}
+
+/* Fencing by status: is the locked sandbox in one of `in`? */
+static int sandbox_fence(const struct store_sandbox_row *row, uint32_t in, const char *want,
+			 struct error *err)
+{
+	if (SBX(row->sb.status) & in)
+		return 0;
+	return error_set(err, ESTALE, "store: sandbox %s is %s, not %s", row->sb.id,
+			 sandbox_status_text(row->sb.status), want);
+}
+
+int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, struct error *err)
+{
+	if (!sb || !memchr(sb->id, '\0', sizeof(sb->id)) || !sandbox_id_is_valid(sb->id))
+		return error_set(err, EINVAL, "store: not a sandbox id: '%.*s'", SANDBOX_ID_SIZE,
+				 sb ? sb->id : "");
+	if (sb->status != SANDBOX_POOLED && sb->status != SANDBOX_RUNNING)
+		return error_set(err, EINVAL, "store: a new sandbox is pooled or running, not %s",
+				 sandbox_status_text(sb->status));
+	if (sb->expires_at < 0)
+		return error_set(err, EINVAL, "store: sandbox %s expires at %lld", sb->id,
+				 (long long)sb->expires_at);
+	struct sandbox_record row = {
+	    .status = sb->status,
+	    .created_at = sb->created_at,
+	    .expires_at = sb->expires_at,
+	    .spec_json = sb->spec_json,
+	    .metadata_json = sb->metadata_json ? sb->metadata_json : "{}",
+	};
+	memcpy(row.id, sb->id, sizeof(row.id));
+	int r = check_object(row.spec_json, SANDBOX_SPEC_MAX, "spec", row.id, err);
+	if (r == 0)
+		r = check_object(row.metadata_json, SANDBOX_METADATA_MAX, "metadata", row.id, err);
+	if (r == 0)
+		r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	return op_end(st, st->ops->sandbox_insert(st, &row, err), err);
+}
+
+int store_sandbox_get(struct store *st, const char *id, struct sandbox_record *ret, struct error *err)
+{
+	if (!id || !ret)
+		return error_set(err, EINVAL, "store: no sandbox id given");
+	return st->ops->sandbox_get(st, id, ret, err);
+}
+
+int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
+		       int (*fn)(const struct sandbox_record *sb, void *data), void *data,
+		       struct error *err)
+{
+	if (!f || !fn || f->limit < 1 || f->limit > STORE_LIST_MAX)
+		return error_set(err, EINVAL, "store: a list takes a limit in 1..%d",
+				 STORE_LIST_MAX);
+	if (f->statuses & ~ALL_SANDBOX_STATUSES)
+		return error_set(err, EINVAL, "store: statuses 0x%x names no sandbox status",
+				 f->statuses);
+	struct sandbox_filter flt = *f;
+	if (flt.statuses == 0)
+		flt.statuses = LISTED_SANDBOX_STATUSES;
+	struct sandbox_record *v = NULL;
+	size_t n = 0;
+	int r = st->ops->sandbox_list(st, &flt, &v, &n, err);
+	/* fn runs after the backend is done reading, so it may call the store */
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int q = fn(&v[i], data);
+		r = q < 0 ? q : 0;
+	}
+	store_sandboxes_free(v, n);
+	return r;
+}
+
+int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t expires_at,
+			const char *metadata_json, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no sandbox id given");
+	if (expires_at < 0)
+		return error_set(err, EINVAL, "store: sandbox %s expires at %lld", id,
+				 (long long)expires_at);
+	const char *metadata = metadata_json ? metadata_json : "{}";
+	int r = check_object(metadata, SANDBOX_METADATA_MAX, "metadata", id, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *copy = strdup(metadata);
+	if (!copy)
+		return error_set_errno(err, ENOMEM, "store: sandbox %s", id);
+	struct store_sandbox_row row = {0};
+	r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->sandbox_lock(st, id, &row, err);
+	if (r == 0)
+		r = sandbox_fence(&row, SBX(SANDBOX_POOLED), "pooled", err);
+	if (r == 0)
+		r = sandbox_move(&row, SANDBOX_RUNNING, err);
+	if (r == 0) {
+		row.sb.created_at = now;
+		row.sb.expires_at = expires_at;
+		free(row.sb.metadata_json);
+		row.sb.metadata_json = TAKE_PTR(copy);
+		r = st->ops->sandbox_update(st, &row, err);
+	}
+	r = op_end(st, r, err);
+	store_sandbox_row_release(&row);
+	return r;
+}
+
+int store_sandbox_set_status(struct store *st, const char *id, enum sandbox_status from,
+			     enum sandbox_status to, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no sandbox id given");
+	bool pause = from == SANDBOX_RUNNING && to == SANDBOX_PAUSED;
+	bool resume = from == SANDBOX_PAUSED && to == SANDBOX_RUNNING;
+	if (!pause && !resume)
+		return error_set(err, EINVAL,
+				 "store: a sandbox's status is set from running to paused or "
+				 "back, not from %s to %s",
+				 sandbox_status_text(from), sandbox_status_text(to));
+	struct store_sandbox_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->sandbox_lock(st, id, &row, err);
+	if (r == 0)
+		r = sandbox_fence(&row, SBX(from), sandbox_status_name(from), err);
+	if (r == 0)
+		r = sandbox_move(&row, to, err);
+	if (r == 0)
+		r = st->ops->sandbox_update(st, &row, err);
+	r = op_end(st, r, err);
+	store_sandbox_row_release(&row);
+	return r;
+}
+
+int store_sandbox_set_expiry(struct store *st, const char *id, int64_t expires_at,
+			     struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no sandbox id given");
+	if (expires_at < 0)
+		return error_set(err, EINVAL, "store: sandbox %s expires at %lld", id,
+				 (long long)expires_at);
+	struct store_sandbox_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->sandbox_lock(st, id, &row, err);
+	if (r == 0)
+		r = sandbox_fence(&row, ALL_SANDBOX_STATUSES & ~SBX(SANDBOX_ENDED), "live", err);
+	if (r == 0 && row.sb.expires_at != expires_at) {
+		row.sb.expires_at = expires_at;
+		r = st->ops->sandbox_update(st, &row, err);
+	}
+	r = op_end(st, r, err);
+	store_sandbox_row_release(&row);
+	return r;
+}
+
+int store_sandbox_end(struct store *st, const char *id, int64_t now, const char *reason,
+		      const char *detail, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no sandbox id given");
+	if (!sandbox_end_reason_is_valid(reason))
+		return error_set(err, EINVAL, "store: '%s' is not why a sandbox ends",
+				 reason ? reason : "");
+	struct store_sandbox_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->sandbox_lock(st, id, &row, err);
+	if (r == 0 && row.sb.status == SANDBOX_ENDED)
+		r = error_set(err, ESTALE, "store: sandbox %s has already ended (%s)", id,
+			      row.sb.end_reason ? row.sb.end_reason : "no reason");
+	if (r == 0)
+		r = sandbox_move(&row, SANDBOX_ENDED, err);
+	if (r == 0) {
+		row.sb.ended_at = now;
+		if (set_string(&row.sb.end_reason, reason) < 0 ||
+		    set_string(&row.sb.end_detail, detail) < 0)
+			r = error_set_errno(err, ENOMEM, "store: sandbox %s", id);
+	}
+	if (r == 0)
+		r = st->ops->sandbox_update(st, &row, err);
+	r = op_end(st, r, err);
+	store_sandbox_row_release(&row);
+	return r;
+}
+
+int store_sandbox_delete(struct store *st, const char *id, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no sandbox id given");
+	struct store_sandbox_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->sandbox_lock(st, id, &row, err);
+	if (r == 0)
+		r = sandbox_fence(&row, SBX(SANDBOX_POOLED) | SBX(SANDBOX_ENDED), "pooled or ended",
+				  err);
+	if (r == 0)
+		r = st->ops->sandbox_delete(st, &row, err);
+	r = op_end(st, r, err);
+	store_sandbox_row_release(&row);
 	return r;
 }

@@ -1,9 +1,10 @@
 /*
- * store.h - where tasks and their events live durably.
+ * store.h - where tasks, their events and interactive sandboxes live
+ * durably.
  *
  * One interface, several backends: SQLite (WAL, synchronous=FULL) now,
  * PostgreSQL later (a queue claimed with FOR UPDATE SKIP LOCKED). Every
- * backend passes the same contract tests (tests/unit/test-store.c).
+ * backend passes the same contract tests (tests/unit/test-store*.c).
  *
  * Durability: when a call returns 0, what it wrote is on disk (committed
  * and fsync'd). Between store_tx_begin() and store_tx_commit() the calls
@@ -13,21 +14,26 @@
  * Fencing: calls that act on a running attempt name it; if the task has
  * moved on (a newer attempt, or an end) they fail with -ESTALE and change
  * nothing, so a slow or resurrected supervisor cannot overwrite the truth.
+ * Sandbox calls are fenced by status the same way.
  *
- * A status change is stored in the same transaction as the status event
- * that records it, and only along task_transition_is_allowed().
+ * A task's status change is stored in the same transaction as the status
+ * event that records it, and only along task_transition_is_allowed(). A
+ * sandbox has no events; its status moves only along
+ * sandbox_transition_is_allowed().
  *
- * Errors: 0 or -errno; -ENOENT for an unknown task; err says why. A
- * failed commit has rolled back. Limits: the merged progress of a task is
- * at most STORE_PROGRESS_MAX bytes (-E2BIG), JSON nests at most
- * STORE_JSON_DEPTH_MAX deep.
+ * Errors: 0 or -errno; -ENOENT for an unknown task or sandbox; err says
+ * why. A failed call changed nothing; a failed commit has rolled back.
+ * Limits: the merged progress of a task is at most STORE_PROGRESS_MAX
+ * bytes (-E2BIG), JSON nests at most STORE_JSON_DEPTH_MAX deep.
  * Not thread-safe: one struct store per thread. The database holds task
- * specs (their env may hold secrets): keep it in a 0700 directory.
+ * and sandbox specs (their env may hold secrets): keep it in a 0700
+ * directory.
  */
 #ifndef AGENTBOX_STORE_STORE_H
 #define AGENTBOX_STORE_STORE_H
 
 #include "base/error.h"
+#include "core/sandbox.h"
 #include "core/task.h"
 
 #include <stddef.h>
@@ -126,5 +132,77 @@ int store_progress_append(struct store *st, const char *id, uint32_t attempt,
 int store_events_list(struct store *st, const char *id, int64_t after_seq, size_t limit,
 		      int (*fn)(const struct task_event *ev, void *data), void *data,
 		      struct error *err);
+
+/* ---- interactive sandboxes --------------------------------------------- */
+
+/*
+ * Insert a new sandbox. The caller fills id, status (SANDBOX_POOLED for
+ * the warm pool, or SANDBOX_RUNNING), created_at, expires_at (0 = never),
+ * spec_json (a JSON object of at most SANDBOX_SPEC_MAX bytes) and
+ * metadata_json (an object of at most SANDBOX_METADATA_MAX bytes; NULL
+ * for "{}"). ended_at, end_reason and end_detail are the store's: insert
+ * ignores them. -EEXIST if the id is taken, -E2BIG past a limit, -EINVAL
+ * for anything else malformed.
+ */
+int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, struct error *err);
+
+/* Read one sandbox; *ret is filled with owned copies (sandbox_record_release()). */
+int store_sandbox_get(struct store *st, const char *id, struct sandbox_record *ret, struct error *err);
+
+struct sandbox_filter {
+	uint32_t statuses; /* SANDBOX_STATUS_BIT()s; 0 = running, paused and ended:
+			    * pooled sandboxes are listed only when asked for */
+	const char *after_id; /* page after this sandbox, in creation order; NULL = first
+			       * page; -ENOENT if there is no such sandbox */
+	size_t limit;       /* most sandboxes to return; 1..STORE_LIST_MAX */
+};
+
+/*
+ * Call fn for each matching sandbox, oldest created_at first (insertion
+ * order breaks ties). As store_task_list(): the sandbox passed to fn is
+ * valid only during the call, fn returns 0 (or more) to go on or a
+ * negative errno to stop with it, and rows are read before fn is called,
+ * so fn may call the store. A claim sets created_at, so a claimed sandbox
+ * moves to where its hand-out time puts it.
+ */
+int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
+		       int (*fn)(const struct sandbox_record *sb, void *data), void *data,
+		       struct error *err);
+
+/*
+ * Hand a pooled sandbox out: it becomes running, created_at = now (the
+ * moment the user got it), expires_at as given (0 = never), metadata_json
+ * as given (NULL for "{}"; limits as for insert). -ESTALE if it is not
+ * pooled (another claimer got it first, or it ended).
+ */
+int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t expires_at,
+			const char *metadata_json, struct error *err);
+
+/*
+ * Pause (from SANDBOX_RUNNING to SANDBOX_PAUSED) or resume (the other
+ * way); no other pair (-EINVAL: claims and ends have their own calls).
+ * -ESTALE if the sandbox is not in `from`.
+ */
+int store_sandbox_set_status(struct store *st, const char *id, enum sandbox_status from,
+			     enum sandbox_status to, struct error *err);
+
+/* Set expires_at (ms since the epoch; 0 = never). -ESTALE if the sandbox has ended. */
+int store_sandbox_set_expiry(struct store *st, const char *id, int64_t expires_at,
+			     struct error *err);
+
+/*
+ * End a sandbox, whatever its status: it becomes ended at now, for reason
+ * (a sandbox_end_reason_is_valid() word, else -EINVAL) with detail (NULL
+ * or any text). -ESTALE if it has ended already: the first end stays.
+ */
+int store_sandbox_end(struct store *st, const char *id, int64_t now, const char *reason,
+		      const char *detail, struct error *err);
+
+/*
+ * Remove a sandbox's row: a pooled sandbox that is discarded, or an
+ * ended one that is forgotten. -ESTALE for a running or paused sandbox
+ * (end it first).
+ */
+int store_sandbox_delete(struct store *st, const char *id, struct error *err);
 
 #endif

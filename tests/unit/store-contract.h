@@ -1,6 +1,7 @@
 /*
  * store-contract.h - the fixture of the store's contract tests
- * (test-store.c, test-store-events.c), written against store.h only.
+ * (test-store.c, test-store-events.c, test-store-sandboxes.c), written
+ * against store.h only.
  *
  * Each case gets a fresh store from the backend under test: backends[]
  * lists factories that open the store kept in a fresh scratch directory,

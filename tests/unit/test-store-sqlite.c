@@ -1,6 +1,7 @@
 /*
  * test-store-sqlite.c - what only the SQLite backend has: its migrations
- * and its settings. The database is looked at from a second, plain SQLite
+ * (a version-1 database, from before sandboxes, brought up to date) and
+ * its settings. The database is looked at from a second, plain SQLite
  * connection; migration steps of the tests' own are passed through
  * sqlite_store_open() (store-internal.h).
  */
@@ -117,8 +118,100 @@ static void test_fresh_reaches_latest(void **state)
 	sqlite3_close(db);
 	/* the indexes the queries rely on */
 	assert_int_equal(query(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND "
-				  "name IN ('tasks_by_created', 'tasks_by_status')"),
-			 2);
+				  "name IN ('tasks_by_created', 'tasks_by_status', "
+				  "'sandboxes_by_created', 'sandboxes_by_status')"),
+			 4);
+}
+
+/* Run SQL on a plain connection of our own; it must succeed. */
+static void exec_sql(struct scratch *s, const char *sql)
+{
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("%s: %s", sql, msg);
+	sqlite3_close(db);
+}
+
+static int count_sandbox(const struct sandbox_record *sb, void *data)
+{
+	(void)sb;
+	(*(int *)data)++;
+	return 0;
+}
+
+/* A database that only migration 1 made (tasks, no sandboxes) opens and gains them. */
+static void test_version_1_database_migrates(void **state)
+{
+	struct scratch *s = *state;
+	/* what agentbox made before step 2 existed: step 1 only, and a task in it */
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(s->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite_exec(db, "PRAGMA journal_mode = WAL", "wal", NULL), 0);
+	struct error err = {0};
+	if (sqlite_migrate(db, sqlite_migrations, 1, &err) < 0)
+		fail_msg("migration 1: %s", err.msg);
+	sqlite3_close(db);
+	assert_int_equal(query(s, "PRAGMA user_version"), 1);
+	assert_int_equal(query(s, "SELECT count(*) FROM sqlite_schema WHERE name = 'sandboxes'"),
+			 0);
+	const char *id = "tsk_0123456789abcdefghjkmnpqrs";
+	exec_sql(s, "INSERT INTO tasks (pk, id, status, attempt, max_attempts, retry_on, "
+		    "created_at, started_at, next_seq, progress_json) VALUES "
+		    "(1, 'tsk_0123456789abcdefghjkmnpqrs', 'running', 1, 2, 128, 10, 11, 3, "
+		    "'{\"pct\":5}');"
+		    "INSERT INTO task_specs VALUES (1, '{\"cmd\":[\"true\"]}');"
+		    "INSERT INTO events VALUES (1, 1, 1, 'status', 11, '{\"status\":\"running\"}');"
+		    "INSERT INTO events VALUES (1, 2, 1, 'progress', 12, '{\"pct\":5}');");
+
+	struct store *st = NULL;
+	if (store_open_sqlite(s->path, &st, &err) < 0)
+		fail_msg("opening a version-1 store: %s", err.msg);
+	assert_int_equal(store_schema_version(st), (int)sqlite_migrations_count);
+	assert_true(sqlite_migrations_count >= 2);
+	/* the task survived, whole, and goes on */
+	struct task t = {0};
+	assert_int_equal(store_task_get(st, id, &t, &err), 0);
+	assert_int_equal(t.status, TASK_RUNNING);
+	assert_int_equal(t.attempt, 1);
+	assert_int_equal(t.max_attempts, 2);
+	assert_int_equal(t.retry_on, TASK_STATUS_BIT(TASK_LOST));
+	assert_int_equal(t.created_at, 10);
+	assert_string_equal(t.spec_json, "{\"cmd\":[\"true\"]}");
+	assert_string_equal(t.progress_json, "{\"pct\":5}");
+	task_release(&t);
+	int64_t seq = 0;
+	assert_int_equal(store_progress_append(st, id, 1, "{\"pct\":6}", 13, &seq, &err), 0);
+	assert_int_equal(seq, 3);
+	enum task_status end = TASK_STATUS_COUNT;
+	assert_int_equal(
+	    store_task_end_attempt(st, id, 1, TASK_SUCCEEDED, 0, NULL, 14, &end, &err), 0);
+	assert_int_equal(end, TASK_SUCCEEDED);
+	/* and sandboxes work */
+	struct sandbox_record sb = {.status = SANDBOX_POOLED, .created_at = 20, .spec_json = "{}"};
+	assert_int_equal(sandbox_id_new(sb.id), 0);
+	assert_int_equal(store_sandbox_insert(st, &sb, &err), 0);
+	assert_int_equal(store_sandbox_claim(st, sb.id, 21, 0, NULL, &err), 0);
+	assert_int_equal(store_sandbox_end(st, sb.id, 22, "deleted", NULL, &err), 0);
+	store_close(st);
+	/* reopened at the latest version: nothing runs again, everything is there */
+	assert_int_equal(store_open_sqlite(s->path, &st, &err), 0);
+	struct sandbox_record got = {0};
+	assert_int_equal(store_sandbox_get(st, sb.id, &got, &err), 0);
+	assert_int_equal(got.status, SANDBOX_ENDED);
+	assert_string_equal(got.end_reason, "deleted");
+	sandbox_record_release(&got);
+	int n = 0;
+	struct sandbox_filter flt = {.limit = 10};
+	assert_int_equal(store_sandbox_list(st, &flt, count_sandbox, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_task_get(st, id, &t, &err), 0);
+	assert_int_equal(t.status, TASK_SUCCEEDED);
+	task_release(&t);
+	store_close(st);
+	assert_int_equal(query(s, "SELECT count(*) FROM events"), 4);
+	assert_int_equal(query(s, "PRAGMA user_version"), (long long)sqlite_migrations_count);
 }
 
 static void test_steps_run_once_each(void **state)
@@ -250,6 +343,19 @@ static void test_query_plans(void **state)
 	/* events: a range of the primary key */
 	assert_plan(s, "SELECT seq FROM events WHERE task_pk = 1 AND seq > 2 ORDER BY seq LIMIT 3",
 		    "USING PRIMARY KEY (task_pk=? AND seq>?)", "TEMP B-TREE");
+	/* sandboxes, every status: a range of sandboxes_by_created, no sort */
+	assert_plan(s,
+		    "SELECT pk FROM sandboxes b WHERE (b.created_at, b.pk) > (1, 2) "
+		    "ORDER BY b.created_at, b.pk LIMIT 3",
+		    "INDEX sandboxes_by_created (created_at>?)", "TEMP B-TREE");
+	/* sandboxes, one status (an arm of the filtered list) */
+	assert_plan(s,
+		    "SELECT pk, created_at FROM sandboxes WHERE status = 'pooled' "
+		    "AND (created_at, pk) > (1, 2) ORDER BY created_at, pk LIMIT 3",
+		    "USING COVERING INDEX sandboxes_by_status (status=? AND created_at>?)",
+		    "TEMP B-TREE");
+	/* a sandbox by id: its unique index */
+	assert_plan(s, "SELECT pk FROM sandboxes WHERE id = 'x'", "USING COVERING INDEX", "SCAN");
 }
 
 int main(void)
@@ -263,6 +369,7 @@ int main(void)
 	    T(test_foreign_database_refused),
 	    T(test_open_errors),
 	    T(test_query_plans),
+	    T(test_version_1_database_migrates),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
