@@ -20,6 +20,7 @@ struct cgroup_ops {
 	bool (*is_empty)(struct cgroup *cg);
 	int (*kill)(struct cgroup *cg);
 	int (*freeze)(struct cgroup *cg, bool frozen);
+	bool (*is_frozen)(struct cgroup *cg);
 	int (*remove)(struct cgroup *cg); /* rmdir; -EBUSY while dying tasks remain */
 };
 

@@ -83,7 +83,19 @@ static bool v1_is_empty(struct cgroup *cg)
 
 static int v1_freeze(struct cgroup *cg, bool frozen)
 {
+	if (cg->fds[V1_FREEZER] < 0)
+		return -EOPNOTSUPP; /* no freezer hierarchy */
 	return cgroup_write(cg, cg->fds[V1_FREEZER], "freezer.state", frozen ? "FROZEN" : "THAWED");
+}
+
+/* "FROZEN", not "FREEZING": every task has stopped. */
+static bool v1_is_frozen(struct cgroup *cg)
+{
+	char buf[32];
+	if (cg->fds[V1_FREEZER] < 0 ||
+	    read_file_at(cg->fds[V1_FREEZER], "freezer.state", buf, sizeof(buf)) < 0)
+		return false;
+	return strncmp(buf, "FROZEN", 6) == 0;
 }
 
 static int v1_kill(struct cgroup *cg)
@@ -110,5 +122,6 @@ const struct cgroup_ops cgroup_v1_ops = {
 	.is_empty = v1_is_empty,
 	.kill = v1_kill,
 	.freeze = v1_freeze,
+	.is_frozen = v1_is_frozen,
 	.remove = v1_remove,
 };

@@ -2,7 +2,8 @@
  * cgroup-v2.c - the unified hierarchy: one directory per group.
  *
  * Limits: memory.max, memory.swap.max = 0, memory.oom.group = 1 (an OOM
- * kill takes the whole sandbox, not one random process), pids.max and
+ * kill takes the whole sandbox, not one random process; 0 when the
+ * limits ask for oom_kills_one, as serve mode does), pids.max and
  * cpu.max. OOM kills come from the "oom_kill" line of memory.events.
  * cgroup.kill (Linux 5.14) kills everything at once; before it, the group
  * is frozen and its processes killed one by one.
@@ -32,7 +33,7 @@ static int v2_create(struct cgroup *cg, const struct cgroup_limits *l, struct er
 	r = cgroup_write(cg, fd, "memory.swap.max", "0");
 	if (r < 0 && r != -ENOENT)
 		return error_set_errno(err, -r, "cgroup v2: cannot set memory.swap.max");
-	if ((r = cgroup_write(cg, fd, "memory.oom.group", "1")) < 0)
+	if ((r = cgroup_write(cg, fd, "memory.oom.group", l->oom_kills_one ? "0" : "1")) < 0)
 		return error_set_errno(err, -r, "cgroup v2: cannot set memory.oom.group");
 	snprintf(buf, sizeof(buf), "%" PRIu64, l->pids);
 	if ((r = cgroup_write(cg, fd, "pids.max", buf)) < 0)
@@ -81,6 +82,16 @@ static int v2_freeze(struct cgroup *cg, bool frozen)
 	return cgroup_write(cg, cg->fds[0], "cgroup.freeze", frozen ? "1" : "0");
 }
 
+static bool v2_is_frozen(struct cgroup *cg)
+{
+	char buf[256];
+	uint64_t frozen;
+	if (read_file_at(cg->fds[0], "cgroup.events", buf, sizeof(buf)) < 0 ||
+	    keyed_u64(buf, "frozen", &frozen) < 0)
+		return false;
+	return frozen == 1;
+}
+
 static int v2_kill(struct cgroup *cg)
 {
 	int r = cgroup_write(cg, cg->fds[0], "cgroup.kill", "1");
@@ -125,5 +136,6 @@ const struct cgroup_ops cgroup_v2_ops = {
 	.is_empty = v2_is_empty,
 	.kill = v2_kill,
 	.freeze = v2_freeze,
+	.is_frozen = v2_is_frozen,
 	.remove = v2_remove,
 };

@@ -569,6 +569,11 @@ int cgroup_freeze(struct cgroup *cg, bool frozen)
 	return cg->root->ops->freeze(cg, frozen);
 }
 
+bool cgroup_is_frozen(struct cgroup *cg)
+{
+	return cg->root->ops->is_frozen(cg);
+}
+
 int cgroup_kill_procs(int dirfd)
 {
 	char buf[16384];

@@ -37,6 +37,8 @@ struct cgroup_limits {
 	uint64_t memory_bytes; /* hard limit; swap is set to 0 */
 	uint64_t cpu_milli;    /* quota in thousandths of a CPU per 100 ms period */
 	uint64_t pids;         /* most tasks at once */
+	bool oom_kills_one;    /* v2: an OOM kill takes the process that grew, not the
+				* whole group (memory.oom.group 0); v1 always does */
 };
 
 struct cgroup_stats {
@@ -122,8 +124,15 @@ bool cgroup_is_empty(struct cgroup *cg);
 /* SIGKILL every process in the group, daemonized ones too. */
 int cgroup_kill(struct cgroup *cg);
 
-/* Freeze or thaw every process in the group. */
+/*
+ * Ask the kernel to freeze or thaw every process in the group; freezing
+ * completes asynchronously (see cgroup_is_frozen()). -EOPNOTSUPP on v1
+ * without a freezer hierarchy.
+ */
 int cgroup_freeze(struct cgroup *cg, bool frozen);
+
+/* True once every process in the group is frozen (v2 cgroup.events, v1 freezer.state). */
+bool cgroup_is_frozen(struct cgroup *cg);
 
 /*
  * Kill what is left, wait (bounded) until the group is empty, remove it,

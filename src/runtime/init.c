@@ -13,8 +13,11 @@
  *  5. Landlock, then drop to uid 1000 with no capabilities (landlock.c, privs.c),
  *     then create spec->files as that user
  *  6. parent-death signal and non-dumpable again (credential changes
- *     reset both), then close every fd but 0-2 and the status pipe
- *  7. seccomp last, then fork the command and reap until it exits
+ *     reset both), then close every fd but 0-2 and the status pipe (and,
+ *     in serve mode, the control socket; 0-2 become /dev/null)
+ *  7. seccomp last, then fork the command and reap until it exits, or,
+ *     in serve mode, answer requests until the launcher hangs up
+ *     (serve-init.c)
  *
  * A failure anywhere is sent to the launcher as one LAUNCH_MSG_SETUP_FAILED
  * record and init exits; the launcher turns it into exit status 125.
@@ -42,9 +45,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Fixed fd numbers in init, so everything above them can be closed at once. */
-#define INIT_STATUS_FD 3
 
 static int syscall_close_range(unsigned first)
 {
@@ -126,52 +126,15 @@ static int place_files(const struct spec *spec, struct error *err)
 	return 0;
 }
 
-/* Look argv[0] up in the sandbox's PATH and exec it; returns the errno to report. */
-static int exec_command(const char *const *argv, char **envp)
-{
-	const char *file = argv[0];
-	if (strchr(file, '/')) {
-		execve(file, (char *const *)argv, envp);
-		return errno;
-	}
-	const char *path = SPEC_DEFAULT_PATH;
-	for (char **e = envp; *e; e++)
-		if (strncmp(*e, "PATH=", 5) == 0)
-			path = *e + 5;
-	int saved = ENOENT;
-	for (const char *p = path; *p;) {
-		size_t len = strcspn(p, ":");
-		char buf[4096];
-		if (len > 0 && len + strlen(file) + 2 <= sizeof(buf)) {
-			snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, p, file);
-			execve(buf, (char *const *)argv, envp);
-			if (errno == EACCES || errno == ENOEXEC || errno == ETXTBSY)
-				saved = errno; /* found but not runnable: remember it */
-			else if (errno != ENOENT && errno != ENOTDIR && saved == ENOENT)
-				saved = errno;
-		}
-		p += len;
-		if (*p == ':')
-			p++;
-	}
-	return saved;
-}
-
-/* The command starts clean: default dispositions, nothing blocked (the caller's
- * mask and ignored signals are not its business). */
+/* The command of a run: in the workdir, with the sandbox's environment. */
 static _Noreturn void run_command(const struct launch_ctx *ctx)
 {
-	struct sigaction dfl = {.sa_handler = SIG_DFL};
-	for (int sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &dfl, NULL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	init_child_reset_signals();
 	if (chdir(ctx->spec->workdir) < 0) {
 		send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXEC_FAILED, errno, ctx->spec->workdir);
 		_exit(126);
 	}
-	int e = exec_command(ctx->spec->argv, ctx->envp);
+	int e = init_child_exec(ctx->spec->argv, ctx->envp);
 	send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXEC_FAILED, e, ctx->spec->argv[0]);
 	_exit(e == ENOENT ? 127 : 126);
 }
@@ -231,7 +194,9 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		error_set_errno(&err, errno, "setsid");
 		fail(INIT_STATUS_FD, &err);
 	}
-	if (syscall_close_range(INIT_STATUS_FD + 1) < 0) {
+	if (ctx->spec->serve && serve_init_prepare(ctx->control_fd, &err) < 0)
+		fail(INIT_STATUS_FD, &err);
+	if (syscall_close_range((ctx->spec->serve ? INIT_CONTROL_FD : INIT_STATUS_FD) + 1) < 0) {
 		error_set_errno(&err, errno, "close fds");
 		fail(INIT_STATUS_FD, &err);
 	}
@@ -241,6 +206,10 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	if (seccomp_install(&err) < 0)
 		fail(INIT_STATUS_FD, &err);
+	if (ctx->spec->serve) {
+		(void)serve_init_run(&err); /* returns only if it cannot start */
+		fail(INIT_STATUS_FD, &err);
+	}
 
 	pid_t cmd = fork();
 	if (cmd < 0) {

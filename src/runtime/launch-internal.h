@@ -1,6 +1,7 @@
 /*
  * launch-internal.h - what the launcher (launch.c) hands to the sandbox's
- * init (init.c) across clone(), and the messages init sends back.
+ * init (init.c) across clone(), the messages init sends back, and the
+ * launcher's handle, shared with serve.c.
  *
  * The child gets a copy of the launcher's memory, so the context is plain
  * data prepared before clone(); nothing in it is freed by the child.
@@ -10,9 +11,17 @@
 
 #include "base/error.h"
 #include "runtime/cgroup.h"
+#include "runtime/serve-internal.h"
 #include "runtime/spec.h"
+#include "runtime/uidrange.h"
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+/* Fixed fd numbers in init, so everything above them can be closed at once. */
+#define INIT_STATUS_FD  3 /* struct launch_msg records to the launcher */
+#define INIT_CONTROL_FD 4 /* serve mode: the request socket (serve-internal.h) */
 
 /* A volume prepared by the launcher: a detached mount to attach inside. */
 struct launch_volume {
@@ -29,6 +38,7 @@ struct launch_ctx {
 	int sync_fd;          /* our end of the go socket: one byte once ids are mapped */
 	struct cgroup_join join; /* v1: how init moves itself into its cgroup */
 	int status_fd;        /* write end: struct launch_msg records to the launcher */
+	int control_fd;       /* serve mode: init's end of the request socket, else -1 */
 	int rootfs_fd;        /* --rootfs: a detached copy of the image, or -1 */
 	struct launch_volume volumes[SPEC_VOLUMES_MAX];
 	size_t nvolumes;
@@ -47,7 +57,37 @@ struct launch_msg {
 	char text[ERROR_MSG_MAX];
 };
 
+/* The launcher's handle on one sandbox (see sandbox.h). */
+struct sandbox {
+	struct uidrange ids;
+	struct cgroup_root *cgroot;
+	struct cgroup *cg;
+	pid_t pid;
+	int pidfd;
+	int status_fd;   /* read end of init's status pipe */
+	int lifeline_fd; /* our end of the go socket; init sees EOF if we die */
+	uint64_t start_ns;
+	uint64_t timeout_ms;
+	bool reaped, timed_out, cancelled;
+	bool serve;             /* spec->serve: init answers requests */
+	struct serve_host ctl;  /* serve mode: the request socket and exit queue */
+	char **envp;
+	char name[32];
+};
+
 /* The sandbox's init: runs in the clone()d child. Never returns. */
 _Noreturn void init_main(struct launch_ctx *ctx);
+
+/*
+ * For init's children, between fork() and exec (init-child.c): both
+ * async-signal-safe and allocation-free.
+ *
+ * Start clean: default dispositions, nothing blocked (init's mask and
+ * ignored signals are not the command's business).
+ */
+void init_child_reset_signals(void);
+
+/* Look argv[0] up in envp's PATH (or the default) and exec it; returns the errno to report. */
+int init_child_exec(const char *const *argv, char *const *envp);
 
 #endif

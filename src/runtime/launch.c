@@ -45,21 +45,6 @@ struct clone3_args {
 /* The child's pipe ends live at or above this fd, clear of init's fixed fds. */
 #define CHILD_FD_MIN 10
 
-struct sandbox {
-	struct uidrange ids;
-	struct cgroup_root *cgroot;
-	struct cgroup *cg;
-	pid_t pid;
-	int pidfd;
-	int status_fd;   /* read end of init's status pipe */
-	int lifeline_fd; /* our end of the go socket; init sees EOF if we die */
-	uint64_t start_ns;
-	uint64_t timeout_ms;
-	bool reaped, timed_out, cancelled;
-	char **envp;
-	char name[32];
-};
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -222,6 +207,7 @@ static void sandbox_release(struct sandbox *sb)
 	CLOSE_FD(sb->pidfd);
 	CLOSE_FD(sb->status_fd);
 	CLOSE_FD(sb->lifeline_fd);
+	CLOSE_FD(sb->ctl.fd);
 	free(sb->envp);
 	sb->envp = NULL;
 }
@@ -277,9 +263,30 @@ int sandbox_gc(unsigned *ret_reclaimed, struct error *err)
 
 static int create_cgroup(struct sandbox *sb, const struct spec *spec, struct error *err)
 {
-	struct cgroup_limits limits = {
-		.memory_bytes = spec->memory_bytes, .cpu_milli = spec->cpu_milli, .pids = spec->pids};
+	/* Serve mode: an OOM kills the process that grew; init and the rest go on. */
+	struct cgroup_limits limits = {.memory_bytes = spec->memory_bytes,
+				       .cpu_milli = spec->cpu_milli,
+				       .pids = spec->pids,
+				       .oom_kills_one = spec->serve};
 	return cgroup_create(sb->cgroot, sb->name, &limits, &sb->cg, err);
+}
+
+/*
+ * Serve mode: the request socket. ret[0] is init's end (moved clear of
+ * its fixed fds), ret[1] ours; room for the largest request.
+ */
+static int open_control(int ret[2], struct error *err)
+{
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ret) < 0)
+		return error_set_errno(err, errno, "serve: socketpair");
+	int r = move_fd_high(&ret[0]);
+	if (r < 0)
+		return error_set_errno(err, -r, "serve: socketpair");
+	/* The kernel doubles the value; FORCE passes a low wmem_max (we are root). */
+	int size = (int)SERVE_MSG_MAX + 4096;
+	if (setsockopt(ret[1], SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
+		(void)setsockopt(ret[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	return 0;
 }
 
 static int clone_init(struct sandbox *sb, struct launch_ctx *ctx, struct error *err)
@@ -312,15 +319,18 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 {
 	char mnt[4096];
 	const char *run_dir = sandbox_run_dir();
-	struct launch_ctx ctx = {.spec = spec, .mnt_dir = mnt, .rootfs_fd = -1, .join = {.n = 0}};
-	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
+	struct launch_ctx ctx = {.spec = spec, .mnt_dir = mnt, .rootfs_fd = -1, .control_fd = -1,
+				 .join = {.n = 0}};
+	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1}, control[2] = {-1, -1};
 	int r;
 
 	struct sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return error_set(err, ENOMEM, "out of memory");
 	*sb = (struct sandbox){.ids.lock_fd = -1, .pidfd = -1, .status_fd = -1, .lifeline_fd = -1,
-			       .timeout_ms = spec->timeout_ms, .start_ns = now_ns()};
+			       .serve = spec->serve, .ctl.fd = -1,
+			       .timeout_ms = spec->serve ? 0 : spec->timeout_ms,
+			       .start_ns = now_ns()};
 
 	if ((r = ensure_run_dirs(run_dir, mnt, sizeof(mnt), err)) < 0)
 		goto fail;
@@ -372,11 +382,16 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 	ctx.status_fd = status_pipe[1];
 	sb->lifeline_fd = TAKE_FD(sync_pipe[1]);
 	sb->status_fd = TAKE_FD(status_pipe[0]);
+	if (spec->serve && (r = open_control(control, err)) < 0)
+		goto fail;
+	ctx.control_fd = control[0];
+	sb->ctl.fd = TAKE_FD(control[1]);
 
 	if ((r = clone_init(sb, &ctx, err)) < 0)
 		goto fail;
 	CLOSE_FD(sync_pipe[0]);
 	CLOSE_FD(status_pipe[1]);
+	CLOSE_FD(control[0]);
 	close_volumes(&ctx);
 
 	if ((r = map_ids(sb->pid, sb->ids.base, "0", UIDRANGE_SIZE)) < 0) {
@@ -394,6 +409,8 @@ fail_started:
 fail:
 	CLOSE_FD(sync_pipe[0]);
 	CLOSE_FD(sync_pipe[1]);
+	CLOSE_FD(control[0]);
+	CLOSE_FD(control[1]);
 	CLOSE_FD(status_pipe[0]);
 	CLOSE_FD(status_pipe[1]);
 	close_volumes(&ctx);

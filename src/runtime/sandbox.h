@@ -17,6 +17,9 @@
  * gets SIGKILL (parent-death signal) and the sandbox goes with it; the
  * leftover cgroup is reclaimed by the next run or `agentbox gc`.
  *
+ * With spec->serve, init runs no command of its own but stays up and
+ * answers requests: see serve.h.
+ *
  * The launcher must be single-threaded while it calls sandbox_start().
  */
 #ifndef AGENTBOX_RUNTIME_SANDBOX_H

@@ -174,10 +174,13 @@ static int check_env(const char *kv, struct error *err)
 int spec_validate(const struct spec *spec, struct error *err)
 {
 	int r;
-	if (!spec->argv || spec->argc == 0 || !spec->argv[0] || !spec->argv[0][0])
+	if (spec->serve && !spec->argv) {
+		/* serve mode: no command of its own */
+	} else if (!spec->argv || spec->argc == 0 || !spec->argv[0] || !spec->argv[0][0]) {
 		return error_set(err, EINVAL, "missing command: give it after --");
-	if (spec->argc > SPEC_ARGV_MAX)
+	} else if (spec->argc > SPEC_ARGV_MAX) {
 		return error_set(err, E2BIG, "command: more than %d arguments", SPEC_ARGV_MAX);
+	}
 	if (spec->memory_bytes < SPEC_MEMORY_MIN || spec->memory_bytes > SPEC_MEMORY_MAX)
 		return error_set(err, ERANGE, "--memory: must be between 4m and 1t");
 	if (spec->cpu_milli < SPEC_CPU_MILLI_MIN || spec->cpu_milli > SPEC_CPU_MILLI_MAX)

@@ -81,6 +81,15 @@ struct spec {
 	const char *const *argv; /* NULL-terminated; argv[0] is looked up in PATH */
 	size_t argc;
 
+	/*
+	 * Serve mode (serve.h): init runs no command of its own but stays up
+	 * and, on the launcher's request, spawns processes and opens files
+	 * inside. argv may be NULL and is not run; timeout_ms is ignored (the
+	 * launcher decides when the sandbox ends); files are placed as usual;
+	 * an OOM kills the process that grew, not the whole sandbox.
+	 */
+	bool serve;
+
 	uint64_t memory_bytes; /* memory limit; swap is always 0 */
 	uint64_t cpu_milli;    /* CPU quota in thousandths of a CPU */
 	uint64_t pids;         /* most tasks alive at once */

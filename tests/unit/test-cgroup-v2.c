@@ -195,6 +195,18 @@ static void test_create_writes_limits(void **state)
 	destroy_group(cg);
 }
 
+static void test_create_serve_mode_is_no_oom_group(void **state)
+{
+	struct fake *f = *state;
+	struct cgroup_limits l = limits_128m;
+	l.oom_kills_one = true;
+	struct cgroup *cg = create_group(f, "sb-1", &l);
+	/* an OOM kill takes the process that grew, not the whole sandbox */
+	assert_file_is(f->dirfd, "sb-1/memory.oom.group", "0");
+	assert_file_is(f->dirfd, "sb-1/memory.max", "134217728");
+	destroy_group(cg);
+}
+
 static void test_create_cpu_max_scaling(void **state)
 {
 	struct fake *f = *state;
@@ -281,6 +293,19 @@ static void test_freeze_and_thaw(void **state)
 	assert_int_equal(cgroup_freeze(cg, false), 0);
 	assert_file_is(f->dirfd, "sb-1/cgroup.freeze", "0");
 	assert_absent(f->dirfd, "sb-1/cgroup.kill");
+	destroy_group(cg);
+}
+
+static void test_is_frozen_reads_cgroup_events(void **state)
+{
+	struct fake *f = *state;
+	struct cgroup *cg = create_group(f, "sb-1", &limits_128m);
+	assert_false(cgroup_is_frozen(cg)); /* no cgroup.events: not frozen */
+	put(f->dirfd, "sb-1/cgroup.events", "populated 1\nfrozen 0\n");
+	assert_false(cgroup_is_frozen(cg));
+	put(f->dirfd, "sb-1/cgroup.events", "populated 1\nfrozen 1\n");
+	assert_true(cgroup_is_frozen(cg));
+	assert_int_equal(unlinkat(f->dirfd, "sb-1/cgroup.events", 0), 0);
 	destroy_group(cg);
 }
 
@@ -526,11 +551,13 @@ int main(void)
 	    FAKE_TEST(test_root_open_missing_dir),
 	    FAKE_TEST(test_root_without_fake_files_needs_real_files),
 	    FAKE_TEST(test_create_writes_limits),
+	    FAKE_TEST(test_create_serve_mode_is_no_oom_group),
 	    FAKE_TEST(test_create_cpu_max_scaling),
 	    FAKE_TEST(test_clone_fd_is_the_group_dir),
 	    FAKE_TEST(test_bad_names),
 	    FAKE_TEST(test_attach_writes_pid),
 	    FAKE_TEST(test_freeze_and_thaw),
+	    FAKE_TEST(test_is_frozen_reads_cgroup_events),
 	    FAKE_TEST(test_kill_writes_cgroup_kill),
 	    FAKE_TEST(test_stats_oom_and_peak),
 	    FAKE_TEST(test_stats_read_from_memory_events_only),

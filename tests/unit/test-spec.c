@@ -225,6 +225,25 @@ static void test_missing_command(void **state)
 	expect_invalid(&s, EINVAL, "missing command");
 }
 
+static void test_serve_needs_no_command(void **state)
+{
+	(void)state;
+	struct spec s;
+	spec_init(&s);
+	s.serve = true;
+	struct error err = {0};
+	assert_int_equal(spec_validate(&s, &err), 0);
+	/* ...and its timeout is not checked against a command it does not run */
+	s.timeout_ms = 1000;
+	assert_int_equal(spec_validate(&s, &err), 0);
+	/* the rest is checked as ever */
+	s.memory_bytes = 1;
+	expect_invalid(&s, ERANGE, "--memory");
+	s.memory_bytes = SPEC_DEFAULT_MEMORY;
+	s.serve = false;
+	expect_invalid(&s, EINVAL, "missing command");
+}
+
 static void test_too_many_arguments(void **state)
 {
 	(void)state;
@@ -781,6 +800,7 @@ int main(void)
 	    cmocka_unit_test(test_init_defaults),
 	    cmocka_unit_test(test_validate_good),
 	    cmocka_unit_test(test_missing_command),
+	    cmocka_unit_test(test_serve_needs_no_command),
 	    cmocka_unit_test(test_too_many_arguments),
 	    cmocka_unit_test(test_memory_bounds),
 	    cmocka_unit_test(test_cpus_bounds),

@@ -1,0 +1,422 @@
+/*
+ * serve.c - the launcher's half of serve mode: requests to a sandbox's
+ * init, the queue of exit reports, and the cgroup-side controls (freeze,
+ * OOM count). See serve.h; the wire is in serve-internal.h.
+ */
+#include "runtime/serve.h"
+
+#include "base/cleanup.h"
+#include "runtime/cgroup.h"
+#include "runtime/launch-internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long sandbox_freeze() waits for the kernel to report the group frozen. */
+#define FREEZE_WAIT_MS 2000
+
+/* A packet from init: header, text payload (NUL-terminated), at most one fd. */
+struct packet {
+	struct serve_msg msg;
+	char text[SERVE_REPLY_TEXT_MAX];
+	int fd;
+};
+
+static int check_serving(struct sandbox *sb, struct error *err)
+{
+	if (!sb->serve)
+		return error_set(err, EOPNOTSUPP, "the sandbox was not started in serve mode");
+	if (sb->ctl.fd < 0 || sb->ctl.gone)
+		return error_set(err, EPIPE, "the sandbox's init is gone");
+	return 0;
+}
+
+static int check_path(const char *what, const char *p, struct error *err)
+{
+	if (!p || !serve_path_is_valid(p, strnlen(p, SPEC_PATH_MAX)))
+		return error_set(err, EINVAL, "%s: '%.100s' is not an absolute path under %d bytes",
+				 what, p ? p : "", SPEC_PATH_MAX);
+	return 0;
+}
+
+static void queue_exit(struct serve_host *h, pid_t pid, int status)
+{
+	if (h->live > 0)
+		h->live--;
+	if (h->nexits >= SERVE_CHILDREN_MAX)
+		return; /* cannot happen: see the invariant in serve-internal.h */
+	h->exits[(h->head + h->nexits) % SERVE_CHILDREN_MAX] =
+	    (struct serve_exit){.pid = pid, .status = status};
+	h->nexits++;
+}
+
+/*
+ * Receive one packet. 1 with one, 0 when init has hung up (h->gone is
+ * set), -EAGAIN when nonblocking and nothing is there, -errno.
+ */
+static int receive(struct serve_host *h, struct packet *p, bool block)
+{
+	char buf[sizeof(struct serve_msg) + SERVE_REPLY_TEXT_MAX];
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} cmsg_buf;
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cmsg_buf.buf,
+			    .msg_controllen = sizeof(cmsg_buf.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(h->fd, &mh, MSG_CMSG_CLOEXEC | (block ? 0 : MSG_DONTWAIT));
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno == ECONNRESET || errno == EPIPE) {
+			h->gone = true;
+			return 0;
+		}
+		return -errno;
+	}
+	if (n == 0) {
+		h->gone = true;
+		return 0;
+	}
+	*p = (struct packet){.fd = -1};
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (p->fd < 0)
+				p->fd = fd;
+			else
+				close(fd); /* more than any reply carries */
+		}
+	}
+	if ((size_t)n < sizeof(struct serve_msg) || (mh.msg_flags & MSG_TRUNC)) {
+		CLOSE_FD(p->fd);
+		return -EBADMSG;
+	}
+	memcpy(&p->msg, buf, sizeof(p->msg));
+	size_t len = (size_t)n - sizeof(struct serve_msg);
+	if (len >= sizeof(p->text))
+		len = sizeof(p->text) - 1;
+	memcpy(p->text, buf + sizeof(struct serve_msg), len);
+	p->text[len] = '\0';
+	return 1;
+}
+
+/*
+ * Send a request and wait for its reply, queueing the exit reports that
+ * come first. Returns the reply's code (0 or -errno, err filled with init's
+ * reason), or -EPIPE when init went away before it answered.
+ */
+static int call(struct sandbox *sb, struct serve_msg *req, const void *payload, const int *fds,
+		size_t nfds, struct packet *ret, struct error *err)
+{
+	struct serve_host *h = &sb->ctl;
+	req->seq = ++h->seq;
+	struct iovec iov[2] = {{.iov_base = req, .iov_len = sizeof(*req)},
+			       {.iov_base = (void *)payload, .iov_len = req->len}};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SERVE_SPAWN_FDS)];
+		struct cmsghdr align;
+	} cmsg_buf;
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = req->len ? 2 : 1};
+	if (nfds > 0) {
+		memset(&cmsg_buf, 0, sizeof(cmsg_buf));
+		mh.msg_control = cmsg_buf.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	ssize_t n;
+	do
+		n = sendmsg(h->fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno == EPIPE || errno == ECONNRESET) {
+			h->gone = true;
+			return error_set(err, EPIPE, "the sandbox's init is gone");
+		}
+		return error_set_errno(err, errno, "sending a request to the sandbox");
+	}
+	for (;;) {
+		int r = receive(h, ret, true);
+		if (r == 0)
+			return error_set(err, EPIPE, "the sandbox's init is gone");
+		if (r < 0)
+			return error_set_errno(err, -r, "reading the sandbox's reply");
+		if (ret->msg.op == SERVE_OP_EXITED) {
+			queue_exit(h, ret->msg.pid, ret->msg.value);
+			continue;
+		}
+		if (ret->msg.op == SERVE_OP_REPLY && ret->msg.seq == req->seq)
+			break;
+		CLOSE_FD(ret->fd); /* stale or unknown: not ours */
+	}
+	if (ret->msg.code < 0) {
+		CLOSE_FD(ret->fd);
+		return error_set_errno(err, -ret->msg.code, "%s",
+				       ret->text[0] ? ret->text : "request failed");
+	}
+	return 0;
+}
+
+int sandbox_spawn(struct sandbox *sb, const struct serve_spawn *req, pid_t *ret_pid,
+		  struct error *err)
+{
+	int r = check_serving(sb, err);
+	if (r < 0)
+		return r;
+	if (!req->argv || !req->argv[0] || !req->argv[0][0])
+		return error_set(err, EINVAL, "spawn: no command");
+	if ((r = check_path("spawn: cwd", req->cwd, err)) < 0)
+		return r;
+	int fds[SERVE_SPAWN_FDS] = {req->stdin_fd, req->stdout_fd, req->stderr_fd};
+	for (size_t i = 0; i < SERVE_SPAWN_FDS; i++)
+		if (fds[i] < 0)
+			return error_set(err, EBADF, "spawn: fd %zu is not open", i);
+
+	static const char *const no_env[] = {NULL};
+	const char *const *envp = req->envp ? req->envp : no_env;
+	size_t bytes = strlen(req->cwd) + 1, argc = 0, nenv = 0;
+	for (; req->argv[argc]; argc++) {
+		bytes += strlen(req->argv[argc]) + 1;
+		if (bytes > SERVE_SPAWN_BYTES_MAX)
+			break;
+	}
+	for (; bytes <= SERVE_SPAWN_BYTES_MAX && envp[nenv]; nenv++)
+		bytes += strlen(envp[nenv]) + 1;
+	if (bytes > SERVE_SPAWN_BYTES_MAX)
+		return error_set(err, E2BIG, "spawn: command and environment exceed %d bytes",
+				 SERVE_SPAWN_BYTES_MAX);
+	if (sb->ctl.live + sb->ctl.nexits >= SERVE_CHILDREN_MAX)
+		return error_set(err, EAGAIN,
+				 "spawn: %d children running or not yet collected with "
+				 "sandbox_next_exit()",
+				 SERVE_CHILDREN_MAX);
+
+	_cleanup_free_ char *payload = malloc(bytes);
+	if (!payload)
+		return error_set(err, ENOMEM, "spawn: out of memory");
+	char *p = payload;
+	const char *const *lists[2] = {req->argv, envp};
+	size_t counts[2] = {argc, nenv};
+	size_t len = strlen(req->cwd) + 1;
+	memcpy(p, req->cwd, len);
+	p += len;
+	for (size_t l = 0; l < 2; l++)
+		for (size_t i = 0; i < counts[l]; i++) {
+			len = strlen(lists[l][i]) + 1;
+			memcpy(p, lists[l][i], len);
+			p += len;
+		}
+
+	struct serve_msg m = {.op = SERVE_OP_SPAWN,
+			      .argc = (uint32_t)argc,
+			      .nenv = (uint32_t)nenv,
+			      .len = (uint32_t)bytes};
+	struct packet rep;
+	if ((r = call(sb, &m, payload, fds, SERVE_SPAWN_FDS, &rep, err)) < 0)
+		return r;
+	CLOSE_FD(rep.fd);
+	if (rep.msg.pid <= 0)
+		return error_set(err, EBADMSG, "spawn: init replied without a pid");
+	sb->ctl.live++;
+	*ret_pid = rep.msg.pid;
+	return 0;
+}
+
+int sandbox_signal(struct sandbox *sb, pid_t pid, int sig, struct error *err)
+{
+	int r = check_serving(sb, err);
+	if (r < 0)
+		return r;
+	if (pid <= 0)
+		return error_set(err, ESRCH, "signal: %d is not a child", (int)pid);
+	struct serve_msg m = {.op = SERVE_OP_SIGNAL, .pid = pid, .value = sig};
+	struct packet rep;
+	if ((r = call(sb, &m, NULL, NULL, 0, &rep, err)) < 0)
+		return r;
+	CLOSE_FD(rep.fd);
+	return 0;
+}
+
+int sandbox_control_fd(const struct sandbox *sb)
+{
+	return sb->serve ? sb->ctl.fd : -1;
+}
+
+int sandbox_next_exit(struct sandbox *sb, pid_t *ret_pid, int *ret_status)
+{
+	struct serve_host *h = &sb->ctl;
+	if (!sb->serve)
+		return -EOPNOTSUPP;
+	while (h->nexits == 0) {
+		if (h->fd < 0 || h->gone)
+			return -EPIPE;
+		struct packet p;
+		int r = receive(h, &p, false);
+		if (r == 0)
+			return -EPIPE;
+		if (r < 0)
+			return r;
+		CLOSE_FD(p.fd);
+		if (p.msg.op == SERVE_OP_EXITED)
+			queue_exit(h, p.msg.pid, p.msg.value);
+		/* anything else is a reply nobody waits for any more: dropped */
+	}
+	*ret_pid = h->exits[h->head].pid;
+	*ret_status = h->exits[h->head].status;
+	h->head = (h->head + 1) % SERVE_CHILDREN_MAX;
+	h->nexits--;
+	return 0;
+}
+
+/* One or two paths as a payload: "a\0" or "a\0b\0". */
+static int path_payload(const char *a, const char *b, char *buf, size_t size, uint32_t *ret_len)
+{
+	size_t la = strlen(a) + 1, lb = b ? strlen(b) + 1 : 0;
+	if (la + lb > size)
+		return -ENAMETOOLONG;
+	memcpy(buf, a, la);
+	if (b)
+		memcpy(buf + la, b, lb);
+	*ret_len = (uint32_t)(la + lb);
+	return 0;
+}
+
+int sandbox_open(struct sandbox *sb, const char *path, enum sandbox_open_mode mode, int *ret_fd,
+		 char *temp, size_t temp_size, struct error *err)
+{
+	int r = check_serving(sb, err);
+	if (r < 0)
+		return r;
+	if ((r = check_path("open", path, err)) < 0)
+		return r;
+	if (mode != SANDBOX_OPEN_READ && mode != SANDBOX_OPEN_WRITE && mode != SANDBOX_OPEN_DIR)
+		return error_set(err, EINVAL, "open: unknown mode %d", (int)mode);
+	if (mode == SANDBOX_OPEN_WRITE && (!temp || temp_size < SPEC_PATH_MAX + 32))
+		return error_set(err, EINVAL, "open: the temp buffer must hold %d bytes",
+				 SPEC_PATH_MAX + 32);
+	char payload[SPEC_PATH_MAX + 1];
+	struct serve_msg m = {.op = SERVE_OP_OPEN, .value = (int32_t)mode};
+	if (path_payload(path, NULL, payload, sizeof(payload), &m.len) < 0)
+		return error_set(err, EINVAL, "open: path too long");
+	struct packet rep;
+	if ((r = call(sb, &m, payload, NULL, 0, &rep, err)) < 0)
+		return r;
+	if (rep.fd < 0)
+		return error_set(err, EBADMSG, "open %.200s: init replied without an fd", path);
+	if (mode == SANDBOX_OPEN_WRITE) {
+		size_t len = strlen(rep.text);
+		if (len == 0 || len >= temp_size) {
+			CLOSE_FD(rep.fd);
+			return error_set(err, EBADMSG, "open %.200s: bad temporary name", path);
+		}
+		memcpy(temp, rep.text, len + 1);
+	}
+	*ret_fd = rep.fd;
+	return 0;
+}
+
+int sandbox_rename(struct sandbox *sb, const char *from, const char *to, struct error *err)
+{
+	int r = check_serving(sb, err);
+	if (r < 0)
+		return r;
+	if ((r = check_path("rename", from, err)) < 0 || (r = check_path("rename", to, err)) < 0)
+		return r;
+	char payload[2 * SPEC_PATH_MAX];
+	struct serve_msg m = {.op = SERVE_OP_RENAME};
+	if (path_payload(from, to, payload, sizeof(payload), &m.len) < 0)
+		return error_set(err, EINVAL, "rename: path too long");
+	struct packet rep;
+	if ((r = call(sb, &m, payload, NULL, 0, &rep, err)) < 0)
+		return r;
+	CLOSE_FD(rep.fd);
+	return 0;
+}
+
+int sandbox_unlink(struct sandbox *sb, const char *path, struct error *err)
+{
+	int r = check_serving(sb, err);
+	if (r < 0)
+		return r;
+	if ((r = check_path("unlink", path, err)) < 0)
+		return r;
+	char payload[SPEC_PATH_MAX + 1];
+	struct serve_msg m = {.op = SERVE_OP_UNLINK};
+	if (path_payload(path, NULL, payload, sizeof(payload), &m.len) < 0)
+		return error_set(err, EINVAL, "unlink: path too long");
+	struct packet rep;
+	if ((r = call(sb, &m, payload, NULL, 0, &rep, err)) < 0)
+		return r;
+	CLOSE_FD(rep.fd);
+	return 0;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int sandbox_freeze(struct sandbox *sb, bool frozen, struct error *err)
+{
+	if (!sb->cg || sb->reaped)
+		return error_set(err, ESRCH, "the sandbox is gone");
+	int r = cgroup_freeze(sb->cg, frozen);
+	if (r == -EOPNOTSUPP)
+		return error_set(err, EOPNOTSUPP,
+				 "cgroup v1: the freezer hierarchy is not mounted, so %s cannot "
+				 "be frozen",
+				 sb->name);
+	if (r < 0)
+		return error_set_errno(err, -r, "cgroup: cannot %s %s", frozen ? "freeze" : "thaw",
+				       sb->name);
+	if (!frozen)
+		return 0;
+	/* The kernel freezes task by task: done only when it says so. */
+	for (long waited = 0, step = 1; !cgroup_is_frozen(sb->cg);
+	     waited += step, step = step < 50 ? step * 2 : 50) {
+		if (waited >= FREEZE_WAIT_MS)
+			return error_set(err, ETIMEDOUT,
+					 "cgroup: %s is still freezing after %d ms (it stays "
+					 "asked to freeze; thaw to undo)",
+					 sb->name, FREEZE_WAIT_MS);
+		sleep_ms(step);
+	}
+	return 0;
+}
+
+int sandbox_oom_kills(struct sandbox *sb, uint64_t *ret)
+{
+	if (!sb->cg)
+		return -ESRCH;
+	struct cgroup_stats stats;
+	int r = cgroup_read_stats(sb->cg, &stats);
+	if (r < 0)
+		return r;
+	*ret = stats.oom_kills;
+	return 0;
+}
+
+pid_t sandbox_init_pid(const struct sandbox *sb)
+{
+	return sb->pid;
+}
