@@ -2,54 +2,18 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "supervisor/spec-json.h"
+#include "supervisor/supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define ATTEMPT_JSON_MAX (8ULL << 20)
-
-static json_t *read_json(int dirfd, const char *name, struct error *err)
-{
-	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		error_set_errno(err, errno, "%s", name);
-		return NULL;
-	}
-	json_error_t jerr;
-	json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
-	if (!j)
-		error_set(err, EINVAL, "%s: line %d: %s", name, jerr.line, jerr.text);
-	return j;
-}
-
-static uint64_t limit_u64(json_t *limits, const char *key, uint64_t dflt)
-{
-	json_t *v = json_object_get(limits, key);
-	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
-							       : dflt;
-}
-
-static int load_limits(json_t *limits, struct spec *s)
-{
-	s->memory_bytes = limit_u64(limits, "memory_mb", SPEC_DEFAULT_MEMORY >> 20) << 20;
-	s->pids = limit_u64(limits, "pids", SPEC_DEFAULT_PIDS);
-	s->disk_bytes = limit_u64(limits, "disk_mb", SPEC_DEFAULT_DISK >> 20) << 20;
-	json_t *cpus = json_object_get(limits, "cpus");
-	if (json_is_number(cpus))
-		s->cpu_milli = (uint64_t)llround(json_number_value(cpus) * 1000.0);
-	json_t *t = json_object_get(limits, "timeout_s");
-	if (json_is_number(t))
-		s->timeout_ms = (uint64_t)llround(json_number_value(t) * 1000.0);
-	return 0;
-}
 
 static int load_command(json_t *cmd, struct attempt *a, struct error *err)
 {
@@ -72,23 +36,20 @@ static int load_command(json_t *cmd, struct attempt *a, struct error *err)
 /* The task's env, then what agentbox tells it: where progress goes, which attempt. */
 static int load_env(json_t *env, struct attempt *a, struct error *err)
 {
-	size_t n = json_object_size(env), i = 0;
-	a->env = calloc(n + 4, sizeof(char *));
-	if (!a->env)
-		return error_set(err, ENOMEM, "out of memory");
-	const char *key;
-	json_t *val;
-	json_object_foreach(env, key, val)
-	{
-		if (!json_is_string(val) || asprintf(&a->env[i++], "%s=%s", key, json_string_value(val)) < 0)
-			return error_set(err, EINVAL, "attempt.json: spec.env.%s", key);
-	}
+	int r = spec_json_env(env, 3, "attempt.json: spec.env", &a->env, err);
+	if (r < 0)
+		return r;
+	size_t i = 0;
+	while (a->env[i])
+		i++;
 	if (asprintf(&a->env[i++], "AGENTBOX_PROGRESS=%s", ATTEMPT_PROGRESS_TARGET) < 0 ||
 	    asprintf(&a->env[i++], "AGENTBOX_ATTEMPT=%" PRIu32, a->attempt) < 0 ||
-	    asprintf(&a->env[i++], "AGENTBOX_TASK_ID=%s", a->task_id) < 0)
+	    asprintf(&a->env[i++], "AGENTBOX_TASK_ID=%s", a->task_id) < 0) {
+		a->env[i - 1] = NULL;
 		return error_set(err, ENOMEM, "out of memory");
+	}
 	for (size_t k = 0; k < i; k++) {
-		int r = spec_add_env(&a->spec, a->env[k]);
+		r = spec_add_env(&a->spec, a->env[k]);
 		if (r < 0)
 			return error_set(err, -r, "attempt.json: too many env entries");
 	}
@@ -128,7 +89,7 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 {
 	*a = (struct attempt){0};
 	spec_init(&a->spec);
-	json_t *root = read_json(dirfd, "attempt.json", err);
+	json_t *root = supervise_read_json(dirfd, "attempt.json", err);
 	if (!root)
 		return -err->code;
 	int r = 0;
@@ -142,8 +103,8 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	}
 	snprintf(a->task_id, sizeof(a->task_id), "%s", id);
 	a->attempt = (uint32_t)json_integer_value(attempt);
+	spec_json_limits(json_object_get(spec, "limits"), &a->spec);
 	if ((r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
-	    (r = load_limits(json_object_get(spec, "limits"), &a->spec)) < 0 ||
 	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
 	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
 		goto out;
@@ -174,9 +135,7 @@ void attempt_release(struct attempt *a)
 	for (char **p = a->argv; p && *p; p++)
 		free(*p);
 	free(a->argv);
-	for (char **p = a->env; p && *p; p++)
-		free(*p);
-	free(a->env);
+	strv_free(a->env);
 	for (size_t i = 0; i < a->spec.nfiles; i++) {
 		free((char *)a->files[i].path);
 		free((char *)a->files[i].data);
@@ -241,19 +200,7 @@ int attempt_write_result(int dirfd, const struct sandbox_result *res, const char
 		"output_dropped", (json_int_t)c->output_dropped);
 	if (!j)
 		return -ENOMEM;
-	_cleanup_free_ char *text = json_dumps(j, JSON_COMPACT);
+	int r = supervise_write_json(dirfd, "result.json", j, true);
 	json_decref(j);
-	if (!text)
-		return -ENOMEM;
-	int r;
-	_cleanup_close_ int fd =
-		openat(dirfd, "result.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if ((r = write_all(fd, text, strlen(text))) < 0 || (r = write_all(fd, "\n", 1)) < 0)
-		return r;
-	if (fsync(fd) < 0 || renameat(dirfd, "result.json.tmp", dirfd, "result.json") < 0 ||
-	    fsync(dirfd) < 0)
-		return -errno;
-	return 0;
+	return r;
 }

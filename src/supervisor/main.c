@@ -24,6 +24,7 @@
 #include "supervisor/attempt.h"
 #include "supervisor/journal.h"
 #include "supervisor/progress.h"
+#include "supervisor/supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -114,48 +114,6 @@ static void on_tick(void *data)
 	keep_error(s, journal_sync(&s->events));
 }
 
-/* The supervisor's own file: "pid starttime", to tell a live one from a reused pid. */
-static int write_pid_file(int dirfd)
-{
-	char text[64];
-	unsigned long long start = 0;
-	int r = proc_start_time(0, &start);
-	if (r < 0)
-		return r;
-	snprintf(text, sizeof(text), "%d %llu\n", (int)getpid(), start);
-	_cleanup_close_ int fd =
-		openat(dirfd, "supervisor", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	r = write_all(fd, text, strlen(text));
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	return r;
-}
-
-/*
- * The attempt's lock, held for as long as we live: the daemon's proof that
- * this attempt is still supervised. The daemon takes it before starting us
- * and hands us that open file as fd 3; run by hand, we take it ourselves.
- */
-#define LOCK_FD 3
-static int hold_lock(int dirfd)
-{
-	struct stat mine, lock;
-	if (fstatat(dirfd, "lock", &lock, AT_SYMLINK_NOFOLLOW) == 0 && fstat(LOCK_FD, &mine) == 0 &&
-	    mine.st_dev == lock.st_dev && mine.st_ino == lock.st_ino)
-		return fcntl(LOCK_FD, F_SETFD, FD_CLOEXEC) < 0 ? -errno : LOCK_FD;
-	int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
 /* The task's stdout and stderr are one pipe; stdin is /dev/null. */
 static int redirect_for_sandbox(int out_w)
 {
@@ -204,11 +162,11 @@ static int run(const char *dir, const sigset_t *cancel)
 		return 1;
 	}
 	close(log);
-	if ((r = hold_lock(s.dirfd)) < 0) {
+	if ((r = supervise_hold_lock(s.dirfd)) < 0) {
 		note("cannot hold the attempt's lock: %s", r == -EBUSY ? "another supervisor runs this attempt" : strerror(-r));
 		return 1;
 	}
-	if ((r = write_pid_file(s.dirfd)) < 0) {
+	if ((r = supervise_write_pid_file(s.dirfd, "supervisor")) < 0) {
 		note("cannot write the pid file: %s", strerror(-r));
 		return 1;
 	}

@@ -1,0 +1,76 @@
+/* pause, resume, expire, status, stop: the sandbox as a whole. */
+#include "shim/shim-internal.h"
+
+#include <errno.h>
+#include <stdint.h>
+
+static int set_paused(struct shim *s, struct conn *c, bool paused, struct error *err)
+{
+	if (s->end_reason || !s->sb)
+		return error_set(err, ECANCELED, "the sandbox is ending");
+	if (s->paused != paused) {
+		int r = sandbox_freeze(s->sb, paused, err);
+		if (r < 0) {
+			/* half frozen is the worst of both: init could not answer */
+			struct error ignored = {0};
+			if (paused)
+				(void)sandbox_freeze(s->sb, false, &ignored);
+			return r;
+		}
+		s->paused = paused;
+		shim_note("the sandbox is %s", paused ? "paused" : "resumed");
+	}
+	return reply_ok(s, c);
+}
+
+int op_pause(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
+{
+	(void)req;
+	(void)fd;
+	return set_paused(s, c, true, err);
+}
+
+int op_resume(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
+{
+	(void)req;
+	(void)fd;
+	return set_paused(s, c, false, err);
+}
+
+int op_expire(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
+{
+	(void)fd;
+	int64_t at;
+	int r = req_int(req, "expires_at", true, 0, INT64_MAX, 0, &at, err);
+	if (r < 0)
+		return r;
+	if (s->end_reason || !s->sb)
+		return error_set(err, ECANCELED, "the sandbox is ending");
+	s->expires_at = at; /* the loop ends it once this has passed, now or later */
+	return reply_ok(s, c);
+}
+
+int op_status(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
+{
+	(void)req;
+	(void)fd;
+	json_t *m = json_pack("{s:s, s:b, s:I, s:i, s:I, s:b}", "type", "status", "paused",
+			      s->paused, "expires_at", (json_int_t)s->expires_at, "init_pid",
+			      s->sb ? (int)sandbox_init_pid(s->sb) : 0, "running",
+			      (json_int_t)s->running, "ending", s->end_reason != NULL);
+	if (!m)
+		return error_set(err, ENOMEM, "out of memory");
+	conn_send(s, c, m, -1);
+	json_decref(m);
+	return 0;
+}
+
+int op_stop(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
+{
+	(void)req;
+	(void)fd;
+	(void)err;
+	reply_ok(s, c);
+	shim_end(s, "deleted", "deleted on request");
+	return 0;
+}
