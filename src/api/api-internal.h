@@ -55,6 +55,7 @@ struct api_call {
 	const struct api_match *match;
 	const struct api_query *query;
 	char id[TASK_ID_SIZE]; /* the path's {id}, well-formed; "" on routes without one */
+	long pid;	       /* the path's {pid}, or -1 */
 	int64_t now;	       /* ms since the epoch, read once per call */
 	struct api_response *res;
 	struct api_error *err;
@@ -68,6 +69,12 @@ int api_task_cancel(struct api_call *c);
 int api_task_events(struct api_call *c);
 int api_task_logs(struct api_call *c);
 
+/* Every check before a handler runs; fills c->id, c->pid and *q (router.c). */
+int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q);
+
+/* Turn r (< 0) and e into an error response in ret. 0 or -ENOMEM. */
+int api_fail(int r, struct api_error *e, struct api_response *ret);
+
 /* The query parameters each route takes (router.c). */
 extern const char *const *const api_route_params[API_ROUTE_COUNT];
 
@@ -77,8 +84,6 @@ int api_respond(struct api_call *c, int status, const char *content_type, struct
 /* A failed store call r (with se) as an API error: -ENOENT is not_found. */
 int api_store_error(struct api_call *c, int r, const struct error *se);
 
-/* Replace ret's body with the error response of e. 0 or -ENOMEM. */
-int api_error_respond(const struct api_error *e, struct api_response *ret);
 
 /* ---- rendering (render.c) --------------------------------------------- */
 

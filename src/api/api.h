@@ -23,6 +23,7 @@
 #define AGENTBOX_API_API_H
 
 #include "api/errors.h"
+#include "core/sandbox.h"
 #include "core/task.h"
 #include "store/store.h"
 
@@ -95,8 +96,25 @@ enum api_route_id {
 	API_ROUTE_TASK_CANCEL,
 	API_ROUTE_TASK_EVENTS,
 	API_ROUTE_TASK_LOGS,
+	/* interactive sandboxes: served by the daemon (api_sandbox_begin()) */
+	API_ROUTE_SANDBOXES_LIST,
+	API_ROUTE_SANDBOXES_CREATE,
+	API_ROUTE_SANDBOX_GET,
+	API_ROUTE_SANDBOX_DELETE,
+	API_ROUTE_SANDBOX_TIMEOUT,
+	API_ROUTE_SANDBOX_PAUSE,
+	API_ROUTE_SANDBOX_RESUME,
+	API_ROUTE_SANDBOX_EXEC,
+	API_ROUTE_SANDBOX_PROCESSES,
+	API_ROUTE_PROCESS_OUTPUT,
+	API_ROUTE_PROCESS_KILL,
+	API_ROUTE_FILES_GET,
+	API_ROUTE_FILES_PUT,
+	API_ROUTE_FILES_DELETE,
 	API_ROUTE_COUNT
 };
+
+#define API_ROUTE_IS_SANDBOX(id) ((id) >= API_ROUTE_SANDBOXES_LIST && (id) < API_ROUTE_COUNT)
 
 #define API_ROUTE_PUBLIC 0x1u /* no auth even when a token is set */
 
@@ -116,6 +134,8 @@ struct api_match {
 	char allow[64];		       /* the methods of this path, "GET, POST" */
 	const char *param; /* the segment "{id}" matched, in the path; not NUL-terminated */
 	size_t param_len;
+	const char *param2; /* the segment "{pid}" matched, or NULL */
+	size_t param2_len;
 };
 
 /* Match method and path against the table. Never fails. */
@@ -153,5 +173,49 @@ int api_event_json(const struct task_event *ev, char **ret, size_t *ret_len);
  */
 int api_output_path(const char *state_dir, const char *id, uint32_t attempt, const char *name,
 		    char *buf, size_t size);
+
+/* ---- interactive sandboxes ------------------------------------------- */
+
+/* A file body (PUT .../files) may be this large; more is 413 file_too_large. */
+#define API_FILE_MAX (64u << 20)
+
+/* A sandbox route's request, checked: what the daemon's handler needs. */
+struct api_sandbox_call {
+	enum api_route_id route;
+	char id[TASK_ID_SIZE]; /* the sandbox; "" for the collection routes */
+	long pid;	       /* processes/{pid}; -1 elsewhere */
+	char path[1025];       /* files: the path= parameter, checked; else "" */
+	bool list;	       /* files: list=1 */
+	bool follow;	       /* output: follow=1; exec: Accept: text/event-stream */
+	char status[128];      /* list: status= as given (the daemon parses it), or "" */
+	int64_t limit;	       /* list: limit= */
+	char after[TASK_ID_SIZE]; /* list: after=, or "" */
+	int64_t now;
+};
+
+/* Is this request for a sandbox route (whatever its errors)? */
+bool api_request_is_sandbox(const struct api_request *req);
+
+/*
+ * Every check api_handle() makes (auth, route, body size, content type,
+ * {id}, query), for a sandbox route, and the route's query parsed into
+ * *ret. 0, or -EINVAL with *ret_error the error response (release it),
+ * or -ENOMEM.
+ */
+int api_sandbox_begin(struct api_ctx *ctx, const struct api_request *req,
+		      struct api_sandbox_call *ret, struct api_response *ret_error);
+
+/* Replace ret's body with the error response of e. 0 or -ENOMEM. */
+int api_error_respond(const struct api_error *e, struct api_response *ret);
+
+/* An error response in the one shape (errors.h). 0 or -ENOMEM. */
+int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* The sandbox object of the API (docs/api.md), malloc'd; NULL = out of memory. */
+char *api_sandbox_json(const struct sandbox_record *s);
+
+/* A JSON response: takes text (malloc'd; NULL = out of memory: 500). */
+void api_json_response(struct api_response *ret, int status, char *text);
 
 #endif

@@ -25,6 +25,17 @@ static const struct {
     [API_ERR_UNAUTHORIZED] = {"unauthorized", 401},
     [API_ERR_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415},
     [API_ERR_INTERNAL] = {"internal", 500},
+    [API_ERR_SANDBOX_ENDED] = {"sandbox_ended", 409},
+    [API_ERR_SANDBOX_PAUSED] = {"sandbox_paused", 409},
+    [API_ERR_SANDBOX_FAILED] = {"sandbox_failed", 503},
+    [API_ERR_TOO_MANY_PROCESSES] = {"too_many_processes", 429},
+    [API_ERR_PROCESS_NOT_FOUND] = {"process_not_found", 404},
+    [API_ERR_PROCESS_ENDED] = {"process_ended", 409},
+    [API_ERR_FILE_NOT_FOUND] = {"file_not_found", 404},
+    [API_ERR_PERMISSION_DENIED] = {"permission_denied", 403},
+    [API_ERR_NOT_A_FILE] = {"not_a_file", 400},
+    [API_ERR_FILE_TOO_LARGE] = {"file_too_large", 413},
+    [API_ERR_NO_SPACE] = {"no_space", 507},
 };
 
 const char *api_error_name(enum api_error_code code)

@@ -20,6 +20,8 @@
 
 /* Takes a JSON body: 415 unless its Content-Type is application/json. */
 #define ROUTE_JSON_BODY 0x100u
+/* Takes a raw body of up to API_FILE_MAX, streamed by the server. */
+#define ROUTE_RAW_BODY 0x200u
 
 static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_HEALTHZ, "GET", "/healthz", API_ROUTE_PUBLIC},
@@ -29,6 +31,20 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_TASK_CANCEL, "POST", "/v1/tasks/{id}/cancel", 0},
     {API_ROUTE_TASK_EVENTS, "GET", "/v1/tasks/{id}/events", 0},
     {API_ROUTE_TASK_LOGS, "GET", "/v1/tasks/{id}/logs", 0},
+    {API_ROUTE_SANDBOXES_LIST, "GET", "/v1/sandboxes", 0},
+    {API_ROUTE_SANDBOXES_CREATE, "POST", "/v1/sandboxes", ROUTE_JSON_BODY},
+    {API_ROUTE_SANDBOX_GET, "GET", "/v1/sandboxes/{id}", 0},
+    {API_ROUTE_SANDBOX_DELETE, "DELETE", "/v1/sandboxes/{id}", 0},
+    {API_ROUTE_SANDBOX_TIMEOUT, "POST", "/v1/sandboxes/{id}/timeout", ROUTE_JSON_BODY},
+    {API_ROUTE_SANDBOX_PAUSE, "POST", "/v1/sandboxes/{id}/pause", 0},
+    {API_ROUTE_SANDBOX_RESUME, "POST", "/v1/sandboxes/{id}/resume", 0},
+    {API_ROUTE_SANDBOX_EXEC, "POST", "/v1/sandboxes/{id}/exec", ROUTE_JSON_BODY},
+    {API_ROUTE_SANDBOX_PROCESSES, "GET", "/v1/sandboxes/{id}/processes", 0},
+    {API_ROUTE_PROCESS_OUTPUT, "GET", "/v1/sandboxes/{id}/processes/{pid}/output", 0},
+    {API_ROUTE_PROCESS_KILL, "POST", "/v1/sandboxes/{id}/processes/{pid}/kill", 0},
+    {API_ROUTE_FILES_GET, "GET", "/v1/sandboxes/{id}/files", 0},
+    {API_ROUTE_FILES_PUT, "PUT", "/v1/sandboxes/{id}/files", ROUTE_RAW_BODY},
+    {API_ROUTE_FILES_DELETE, "DELETE", "/v1/sandboxes/{id}/files", 0},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -41,10 +57,17 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
 static const char *const params_list[] = {"status", "limit", "after", NULL};
 static const char *const params_events[] = {"after", "limit", NULL};
 static const char *const params_logs[] = {"follow", NULL};
+static const char *const params_files_get[] = {"path", "list", NULL};
+static const char *const params_files[] = {"path", NULL};
 const char *const *const api_route_params[API_ROUTE_COUNT] = {
     [API_ROUTE_TASKS_LIST] = params_list,
     [API_ROUTE_TASK_EVENTS] = params_events,
     [API_ROUTE_TASK_LOGS] = params_logs,
+    [API_ROUTE_SANDBOXES_LIST] = params_list,
+    [API_ROUTE_PROCESS_OUTPUT] = params_logs,
+    [API_ROUTE_FILES_GET] = params_files_get,
+    [API_ROUTE_FILES_PUT] = params_files,
+    [API_ROUTE_FILES_DELETE] = params_files,
 };
 
 const struct api_route *api_routes(size_t *ret_n)
@@ -55,7 +78,7 @@ const struct api_route *api_routes(size_t *ret_n)
 
 /* Does path fit pattern? A "{id}" segment's match goes to *param. */
 static bool pattern_matches(const char *pattern, const char *path, const char **param,
-			    size_t *param_len)
+			    size_t *param_len, const char **param2, size_t *param2_len)
 {
 	const char *p = pattern, *s = path;
 	for (;;) {
@@ -69,6 +92,11 @@ static bool pattern_matches(const char *pattern, const char *path, const char **
 				return false;
 			*param = s;
 			*param_len = slen;
+		} else if (plen == 5 && memcmp(p, "{pid}", 5) == 0) {
+			if (slen == 0)
+				return false;
+			*param2 = s;
+			*param2_len = slen;
 		} else if (plen != slen || memcmp(p, s, plen) != 0) {
 			return false;
 		}
@@ -83,12 +111,15 @@ void api_route_match(const char *method, const char *path, struct api_match *ret
 	if (!path)
 		return;
 	for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
-		const char *param = NULL;
-		size_t param_len = 0;
-		if (!pattern_matches(routes[i].pattern, path, &param, &param_len))
+		const char *param = NULL, *param2 = NULL;
+		size_t param_len = 0, param2_len = 0;
+		if (!pattern_matches(routes[i].pattern, path, &param, &param_len, &param2,
+				     &param2_len))
 			continue;
-		if (!ret->path_known)
+		if (!ret->path_known) {
 			ret->param = param, ret->param_len = param_len;
+			ret->param2 = param2, ret->param2_len = param2_len;
+		}
 		ret->path_known = true;
 		if (!strstr(ret->allow, routes[i].method)) {
 			size_t n = strlen(ret->allow);
@@ -104,10 +135,10 @@ void api_route_match(const char *method, const char *path, struct api_match *ret
 static bool path_is_public(const char *path)
 {
 	for (size_t i = 0; path && i < ELEMENTSOF(routes); i++) {
-		const char *param;
-		size_t len;
+		const char *param, *param2;
+		size_t len, len2;
 		if ((routes[i].flags & API_ROUTE_PUBLIC) &&
-		    pattern_matches(routes[i].pattern, path, &param, &len))
+		    pattern_matches(routes[i].pattern, path, &param, &len, &param2, &len2))
 			return true;
 	}
 	return false;
@@ -147,7 +178,7 @@ static bool is_json_type(const char *ct)
 }
 
 /* Every check before a handler runs; fills c->id and *q on success. */
-static int prepare(struct api_call *c, struct api_match *m, struct api_query *q)
+int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 {
 	const struct api_request *req = c->req;
 	api_route_match(req->method, req->path, m);
@@ -164,23 +195,40 @@ static int prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 		return api_error_set(c->err, API_ERR_METHOD_NOT_ALLOWED, NULL,
 				     "this route takes only %s", m->allow);
 	}
-	if (req->body_len > API_BODY_MAX)
+	if (req->body_len > API_BODY_MAX && !(m->route->flags & ROUTE_RAW_BODY))
 		return api_error_set(c->err, API_ERR_BODY_TOO_LARGE, NULL,
 				     "the body is larger than %u bytes", API_BODY_MAX);
 	if ((m->route->flags & ROUTE_JSON_BODY) && !is_json_type(req->content_type))
 		return api_error_set(c->err, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
 				     "the body must be sent as Content-Type: application/json");
 	if (m->param) {
+		bool sbx = API_ROUTE_IS_SANDBOX(m->route->id);
+		const char *what = sbx ? "sandbox" : "task";
 		if (m->param_len >= TASK_ID_SIZE)
-			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a task id");
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a %s id", what);
 		memcpy(c->id, m->param, m->param_len);
 		c->id[m->param_len] = '\0';
-		if (!task_id_is_valid(c->id)) {
+		if (sbx ? !sandbox_id_is_valid(c->id) : !task_id_is_valid(c->id)) {
 			c->id[0] = '\0';
 			return api_error_set(c->err, API_ERR_INVALID_ID, NULL,
-					     "not a task id: ids look like tsk_ and 26 of "
-					     "0-9 a-z without i, l, o, u");
+					     "not a %s id: ids look like %s and 26 of "
+					     "0-9 a-z without i, l, o, u",
+					     what, sbx ? "sbx_" : "tsk_");
 		}
+	}
+	c->pid = -1;
+	if (m->param2) {
+		char text[16];
+		char *end;
+		size_t n = m->param2_len < sizeof(text) - 1 ? m->param2_len : sizeof(text) - 1;
+		memcpy(text, m->param2, n);
+		text[n] = '\0';
+		long v = strtol(text, &end, 10);
+		if (m->param2_len >= sizeof(text) || *end || v < 1 || v > 4194304 || text[0] == '+' ||
+		    text[0] == '0')
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL,
+					     "not a process id: a decimal number from 1 to 4194304");
+		c->pid = v;
 	}
 	int r = api_query_parse(req->query, api_route_params[m->route->id], q, c->err);
 	if (r < 0)
@@ -192,7 +240,7 @@ static int prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 }
 
 /* Turn r (< 0) and e into an error response. */
-static int fail(int r, struct api_error *e, struct api_response *ret)
+int api_fail(int r, struct api_error *e, struct api_response *ret)
 {
 	if (e->code == API_ERR_COUNT) /* nobody said why */
 		api_error_internal(e, -r, r == -ENOMEM ? "out of memory" : "handler failed");
@@ -211,11 +259,13 @@ int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_re
 	struct api_match m;
 	struct api_query q = {0};
 	struct api_call c = {.ctx = ctx, .req = req, .res = ret, .err = &e};
-	int r = prepare(&c, &m, &q);
-	if (r == 0)
+	int r = api_prepare(&c, &m, &q);
+	if (r == 0 && !handlers[m.route->id])
+		r = api_error_internal(&e, ENOSYS, "a sandbox route reached api_handle()");
+	else if (r == 0)
 		r = handlers[m.route->id](&c);
 	api_query_release(&q);
-	return r < 0 ? fail(r, &e, ret) : 0;
+	return r < 0 ? api_fail(r, &e, ret) : 0;
 }
 
 bool api_request_wants_stream(const struct api_request *req)
@@ -246,7 +296,7 @@ int api_stream_begin(struct api_ctx *ctx, const struct api_request *req, struct 
 	struct api_query q = {0};
 	struct api_call c = {.ctx = ctx, .req = req, .res = ret_error, .err = &e};
 	struct api_stream s = {0};
-	int r = prepare(&c, &m, &q);
+	int r = api_prepare(&c, &m, &q);
 	if (r == 0 && m.route->id != API_ROUTE_TASK_EVENTS && m.route->id != API_ROUTE_TASK_LOGS)
 		r = api_error_set(&e, API_ERR_NOT_FOUND, NULL, "this route has no stream");
 	if (r == 0 && m.route->id == API_ROUTE_TASK_EVENTS)
@@ -261,7 +311,7 @@ int api_stream_begin(struct api_ctx *ctx, const struct api_request *req, struct 
 	}
 	api_query_release(&q);
 	if (r < 0) {
-		int f = fail(r, &e, ret_error);
+		int f = api_fail(r, &e, ret_error);
 		return f < 0 ? f : -EINVAL;
 	}
 	s.route = m.route->id;

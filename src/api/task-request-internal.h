@@ -18,4 +18,11 @@ int task_request_parse_env(json_t *env, struct task_request *r, struct api_error
 /* files (NULL when absent): r->files, r->nfiles, sorted by path. */
 int task_request_parse_files(json_t *files, struct task_request *r, struct api_error *e);
 
+/*
+ * Load a request body: a JSON object, no duplicate keys, nesting at most
+ * TASK_REQUEST_DEPTH_MAX. NULL with *ret = -EINVAL (e: invalid_json) or
+ * -ENOMEM.
+ */
+json_t *task_request_load(const char *body, size_t len, struct api_error *e, int *ret);
+
 #endif

@@ -307,7 +307,7 @@ static int parse_root(json_t *root, struct task_request *r, json_t *out, struct 
 		   : 0;
 }
 
-static json_t *load(const char *body, size_t len, struct api_error *e, int *ret)
+json_t *task_request_load(const char *body, size_t len, struct api_error *e, int *ret)
 {
 	json_error_t jerr;
 	*ret = -EINVAL;
@@ -344,7 +344,7 @@ int task_request_parse(const char *body, size_t len, struct task_request *ret, s
 {
 	struct task_request r = {0};
 	int rc;
-	json_t *root = load(body ? body : "", body ? len : 0, e, &rc);
+	json_t *root = task_request_load(body ? body : "", body ? len : 0, e, &rc);
 	if (!root)
 		return rc;
 	r.priv = root;

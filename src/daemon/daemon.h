@@ -14,6 +14,8 @@
 #include "base/error.h"
 #include "store/store.h"
 
+struct fleet;
+
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -27,7 +29,9 @@ struct daemon_config {
 	const char *state_dir;
 	const char *listen;         /* "ADDR:PORT" or NULL */
 	const char *supervisor_path;
+	const char *shim_path;
 	unsigned max_running;
+	unsigned pool_size; /* warm sandboxes kept ready */
 };
 
 struct store_pool {
@@ -43,6 +47,7 @@ struct daemon {
 	char db_path[4096];
 	char token[65]; /* for TCP clients */
 	int wake_fd;    /* eventfd: the scheduler's doorbell */
+	struct fleet *fleet; /* the interactive sandboxes (fleet.h) */
 	volatile int stopping;
 };
 

@@ -2,12 +2,13 @@
  * agentboxd - the agentbox daemon: durable tasks over HTTP+JSON.
  *
  *	agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]
- *	          [--max-running N] [--supervisor PATH]
+ *	          [--max-running N] [--pool N] [--supervisor PATH] [--shim PATH]
  *	agentboxd --print-token [--state-dir DIR]
  *
  * main() parses, prepares the state directory, and wires the pieces: the
- * store (SQLite in the state dir), the scheduler thread (src/sched), and
- * one HTTP listener per socket (server.c). It then waits for SIGTERM or
+ * store (SQLite in the state dir), the scheduler thread (src/sched), the
+ * interactive sandboxes and their warm pool (fleet.c), and one HTTP
+ * listener per socket (server.c). It then waits for SIGTERM or
  * SIGINT and stops; running tasks go on under their supervisors and are
  * found again by the next start.
  *
@@ -15,6 +16,7 @@
  * for a usage error.
  */
 #include "daemon/daemon.h"
+#include "daemon/fleet.h"
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
@@ -49,7 +51,7 @@
 
 static const char usage_text[] =
 	"usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]\n"
-	"                 [--max-running N] [--supervisor PATH]\n"
+	"                 [--max-running N] [--pool N] [--supervisor PATH] [--shim PATH]\n"
 	"       agentboxd --print-token [--state-dir DIR]\n"
 	"\n"
 	"  --socket PATH      unix socket to serve, mode 0660 (default " DAEMON_SOCKET_DEFAULT ")\n"
@@ -58,7 +60,10 @@ static const char usage_text[] =
 	"                     'Authorization: Bearer <token>' (see --print-token)\n"
 	"  --max-running N    tasks running at once; the rest wait, first in first out\n"
 	"                     (default 16)\n"
+	"  --pool N           interactive sandboxes kept ready with the default limits\n"
+	"                     (default 2 per CPU, at most 64; 0 = none)\n"
 	"  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
+	"  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
 	"  --print-token      print the TCP token (made at first start) and exit\n"
 	"\n"
 	"exit status: 0 after SIGTERM or SIGINT, 1 when it cannot start, 2 usage error\n";
@@ -81,20 +86,20 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-/* The supervisor lives next to agentboxd (installed), or in the build tree. */
-static void default_supervisor(char *buf, size_t size)
+/* A helper binary lives next to agentboxd (installed), or in the build tree. */
+static void default_helper(const char *name, const char *build_dir, char *buf, size_t size)
 {
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0) {
-		snprintf(buf, size, "agentbox-supervisor");
+		snprintf(buf, size, "%s", name);
 		return;
 	}
 	exe[n] = '\0';
 	char *dir = dirname(exe);
-	snprintf(buf, size, "%s/agentbox-supervisor", dir);
+	snprintf(buf, size, "%s/%s", dir, name);
 	if (access(buf, X_OK) != 0)
-		snprintf(buf, size, "%s/../supervisor/agentbox-supervisor", dir);
+		snprintf(buf, size, "%s/../%s/%s", dir, build_dir, name);
 }
 
 /* The TCP token: 32 random bytes as hex, made once, kept 0600 in the state dir. */
@@ -230,18 +235,23 @@ int main(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'},
 		{"max-running", required_argument, NULL, 'm'},
 		{"supervisor", required_argument, NULL, 'x'},
+		{"shim", required_argument, NULL, 'y'},
+		{"pool", required_argument, NULL, 'P'},
 		{"print-token", no_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	/* whatever our parent left open must not reach the supervisors */
 	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	char supervisor[4096];
-	default_supervisor(supervisor, sizeof(supervisor));
+	char supervisor[4096], shim[4096];
+	default_helper("agentbox-supervisor", "supervisor", supervisor, sizeof(supervisor));
+	default_helper("agentbox-shim", "shim", shim, sizeof(shim));
 	struct daemon d = {.cfg = {.socket_path = DAEMON_SOCKET_DEFAULT,
 				   .state_dir = DAEMON_STATE_DIR_DEFAULT,
 				   .supervisor_path = supervisor,
-				   .max_running = SCHED_MAX_RUNNING_DEFAULT}};
+				   .shim_path = shim,
+				   .max_running = SCHED_MAX_RUNNING_DEFAULT,
+				   .pool_size = fleet_pool_default()}};
 	bool print_token = false;
 	int opt;
 	uint64_t v;
@@ -252,6 +262,15 @@ int main(int argc, char **argv)
 		case 'd': d.cfg.state_dir = optarg; break;
 		case 'l': d.cfg.listen = optarg; break;
 		case 'x': d.cfg.supervisor_path = optarg; break;
+		case 'y': d.cfg.shim_path = optarg; break;
+		case 'P':
+			if (parse_u64(optarg, &v) < 0 || v > FLEET_POOL_MAX) {
+				fprintf(stderr, "agentboxd: --pool: '%s' is not 0..%d\n", optarg,
+					FLEET_POOL_MAX);
+				return 2;
+			}
+			d.cfg.pool_size = (unsigned)v;
+			break;
 		case 'p': print_token = true; break;
 		case 'm':
 			if (parse_u64(optarg, &v) < 0 || v < 1 || v > SCHED_MAX_RUNNING_MAX) {
@@ -286,6 +305,8 @@ int main(int argc, char **argv)
 		return fail("needs root (sandboxes need uid ranges and cgroups)");
 	if (access(d.cfg.supervisor_path, X_OK) != 0)
 		return fail("cannot run the supervisor %s: %s", d.cfg.supervisor_path, strerror(errno));
+	if (access(d.cfg.shim_path, X_OK) != 0)
+		return fail("cannot run the shim %s: %s", d.cfg.shim_path, strerror(errno));
 
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
@@ -320,6 +341,10 @@ int main(int argc, char **argv)
 				  .max_running = d.cfg.max_running};
 	if (sched_new(&sc, sched_store, &sched, &err) < 0 || sched_recover(sched, &err) < 0)
 		return fail("%s", err.msg);
+	struct fleet_config fc = {.state_dir = d.cfg.state_dir, .shim_path = d.cfg.shim_path,
+				  .db_path = d.db_path, .pool_size = d.cfg.pool_size};
+	if (fleet_new(&fc, &d.fleet, &err) < 0 || fleet_recover(d.fleet, sched_store, &err) < 0)
+		return fail("%s", err.msg);
 	d.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d.wake_fd < 0)
 		return fail("eventfd: %s", strerror(errno));
@@ -337,6 +362,9 @@ int main(int argc, char **argv)
 	if (pthread_create(&sched_tid, NULL, sched_main, &st) != 0)
 		return fail("cannot start the scheduler thread");
 
+	if (fleet_start(d.fleet, &err) < 0)
+		return fail("%s", err.msg);
+
 	struct listener *unix_l = NULL, *tcp_l = NULL;
 	int ufd = listen_unix(d.cfg.socket_path, &err);
 	struct stat sock_st = {0};
@@ -348,19 +376,23 @@ int main(int argc, char **argv)
 		if (tfd < 0 || server_start(&d, tfd, d.token, &tcp_l, &err) < 0)
 			return fail("%s", err.msg);
 	}
-	fprintf(stderr, "agentboxd: serving unix:%s%s%s, state in %s, %u tasks at once\n",
+	fprintf(stderr,
+		"agentboxd: serving unix:%s%s%s, state in %s, %u tasks at once, "
+		"%u warm sandboxes\n",
 		d.cfg.socket_path, d.cfg.listen ? " and tcp:" : "", d.cfg.listen ? d.cfg.listen : "",
-		d.cfg.state_dir, d.cfg.max_running);
+		d.cfg.state_dir, d.cfg.max_running, d.cfg.pool_size);
 
 	int sig;
 	sigwait(&stop, &sig);
-	fprintf(stderr, "agentboxd: signal %d: stopping; running tasks go on under their supervisors\n",
+	fprintf(stderr, "agentboxd: signal %d: stopping; running tasks and sandboxes go on under "
+			"their supervisors\n",
 		sig);
 	d.stopping = 1;
 	daemon_wake(&d);
 	server_stop(unix_l);
 	server_stop(tcp_l);
 	pthread_join(sched_tid, NULL);
+	fleet_free(d.fleet); /* sandboxes go on under their shims */
 	/* the path is ours to remove only if it is still our socket */
 	struct stat now_st;
 	if (stat(d.cfg.socket_path, &now_st) == 0 && now_st.st_ino == sock_st.st_ino &&

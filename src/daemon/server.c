@@ -5,6 +5,7 @@
  */
 #include "base/fileio.h"
 #include "daemon/daemon.h"
+#include "daemon/sandbox-routes.h"
 #include "daemon/stream.h"
 
 #include "base/cleanup.h"
@@ -25,6 +26,7 @@ struct listener {
 struct request_state {
 	char *body;
 	size_t len;
+	struct upload *upload; /* PUT .../files: the body goes there */
 };
 
 static void on_task_submitted(void *data)
@@ -44,11 +46,11 @@ struct query_buf {
 	bool overflow;
 };
 
-static void query_put(struct query_buf *q, const char *s, bool encode)
+static void query_put(struct query_buf *q, const char *s, size_t n, bool encode)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	for (size_t i = 0; s && i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
 		bool plain = !encode || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			     (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~' ||
 			     c == ',';
@@ -67,23 +69,27 @@ static void query_put(struct query_buf *q, const char *s, bool encode)
 	q->text[q->len] = '\0';
 }
 
-/* MHD has decoded the query: encode it again for the API, which parses it itself. */
+/*
+ * MHD has decoded the query: encode it again for the API, which parses it
+ * itself. Lengths, not C strings: an escaped NUL reaches the API as %00,
+ * which refuses it, instead of silently cutting the value.
+ */
 static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-				 const char *value)
+				 size_t key_size, const char *value, size_t value_size)
 {
 	(void)kind;
 	struct query_buf *q = cls;
 	if (q->len)
-		query_put(q, "&", false);
-	query_put(q, key, true);
+		query_put(q, "&", 1, false);
+	query_put(q, key, key_size, true);
 	if (value) {
-		query_put(q, "=", false);
-		query_put(q, value, true);
+		query_put(q, "=", 1, false);
+		query_put(q, value, value_size, true);
 	}
 	return MHD_YES;
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, const struct api_response *r)
+enum MHD_Result server_send(struct MHD_Connection *c, const struct api_response *r)
 {
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_COPY);
@@ -102,6 +108,48 @@ static enum MHD_Result send_response(struct MHD_Connection *c, const struct api_
 	return ok;
 }
 
+static void make_ctx(struct listener *l, struct api_ctx *ctx)
+{
+	*ctx = (struct api_ctx){
+		.state_dir = l->d->cfg.state_dir,
+		.token = l->token,
+		.now_ms = wall_clock_ms,
+		.task_submitted = on_task_submitted,
+		.task_cancel_requested = on_cancel_requested,
+		.hook_data = l->d,
+	};
+}
+
+/*
+ * A PUT: the one route that takes a raw body (PUT .../files) checks it
+ * before the body comes, and the body streams to the sandbox's file.
+ */
+static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c, const char *url,
+				    const char *method, struct request_state *rs)
+{
+	struct query_buf q = {.len = 0};
+	MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+	struct api_request req = {
+		.method = method,
+		.path = url,
+		.query = q.len ? (q.overflow ? "overflow=%00" : q.text) : NULL,
+		.content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+		.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+		.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+	};
+	if (!api_request_is_sandbox(&req))
+		return MHD_YES; /* answered (404/405) once the body is in */
+	struct api_ctx ctx;
+	make_ctx(l, &ctx);
+	ctx.store = store_pool_get(&l->d->pool);
+	rs->upload = upload_begin(l->d, &ctx, &req);
+	store_pool_put(&l->d->pool, ctx.store);
+	if (!rs->upload)
+		return MHD_NO;
+	/* refused before the body: answer now, and the body is never read */
+	return upload_failed(rs->upload) ? upload_end(rs->upload, c) : MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -112,7 +160,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!rs) {
 		rs = calloc(1, sizeof(*rs));
 		*con_cls = rs;
+		if (rs && strcmp(method, "PUT") == 0)
+			return begin_upload(l, c, url, method, rs);
 		return rs ? MHD_YES : MHD_NO;
+	}
+	if (rs->upload) {
+		if (*upload_data_size) {
+			upload_write(rs->upload, upload_data, *upload_data_size);
+			*upload_data_size = 0;
+			return MHD_YES;
+		}
+		return upload_end(rs->upload, c);
 	}
 	if (*upload_data_size) {
 		/* keep one byte past the limit, so the API can answer 413 */
@@ -131,7 +189,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 
 	struct query_buf q = {.len = 0};
-	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+	MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
 	struct api_request req = {
 		.method = method,
 		.path = url,
@@ -142,17 +200,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
 		.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
 	};
-	struct api_ctx ctx = {
-		.state_dir = l->d->cfg.state_dir,
-		.token = l->token,
-		.now_ms = wall_clock_ms,
-		.task_submitted = on_task_submitted,
-		.task_cancel_requested = on_cancel_requested,
-		.hook_data = l->d,
-	};
+	struct api_ctx ctx;
+	make_ctx(l, &ctx);
 	struct api_response resp = {0};
 	ctx.store = store_pool_get(&l->d->pool);
 	enum MHD_Result ok;
+	if (api_request_is_sandbox(&req)) {
+		ok = sandbox_serve(l->d, c, &ctx, &req);
+		store_pool_put(&l->d->pool, ctx.store);
+		return ok;
+	}
 	if (api_request_wants_stream(&req)) {
 		struct api_stream s;
 		int r = api_stream_begin(&ctx, &req, &s, &resp);
@@ -160,11 +217,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (r == 0)
 			ok = stream_start(l->d, c, &s);
 		else
-			ok = send_response(c, &resp);
+			ok = server_send(c, &resp);
 	} else {
 		(void)api_handle(&ctx, &req, &resp);
 		store_pool_put(&l->d->pool, ctx.store);
-		ok = send_response(c, &resp);
+		ok = server_send(c, &resp);
 	}
 	api_response_release(&resp);
 	return ok;
@@ -178,6 +235,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	struct request_state *rs = *con_cls;
 	if (rs) {
+		upload_free(rs->upload);
 		free(rs->body);
 		free(rs);
 	}

@@ -30,6 +30,8 @@ class Daemon:
         self.state = tmp_path / "state"
         self.socket = str(tmp_path / "agentbox.sock")
         self.args = list(args)
+        if "--pool" not in self.args:
+            self.args += ["--pool", "0"]  # warm sandboxes only where a test asks for them
         self.proc = None
         self.log = open(tmp_path / "agentboxd.log", "ab")
 
@@ -54,8 +56,33 @@ class Daemon:
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
+            # sandboxes outlive the daemon by design: a test ends its own
+            for sb in self.sandboxes():
+                self.request("DELETE", f"/v1/sandboxes/{sb['id']}")
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=30)
+
+    def sandboxes(self, status="running,paused"):
+        out, after = [], ""
+        while True:
+            status_, body = self.request("GET", f"/v1/sandboxes?status={status}&limit=1000"
+                                         + (f"&after={after}" if after else ""))
+            assert status_ == 200, body
+            out += body["sandboxes"]
+            if not body["next"]:
+                return out
+            after = body["next"]
+
+    def create_sandbox(self, **req):
+        status, body = self.request("POST", "/v1/sandboxes", req)
+        assert status == 201, body
+        return body["id"]
+
+    def exec(self, sid, command, **req):
+        status, body = self.request("POST", f"/v1/sandboxes/{sid}/exec",
+                                    {"command": command, **req}, timeout=120)
+        assert status == 200, body
+        return body
 
     def request(self, method, path, body=None, headers=None, timeout=30, raw=False):
         conn = UnixHTTPConnection(self.socket, timeout=timeout)

@@ -1,0 +1,260 @@
+/*
+ * sandbox-request.c - parse the bodies of the sandbox routes.
+ *
+ * limits, env and command follow the rules of tasks, and are checked by
+ * the task request parser itself: the parts are put in a task body of
+ * their own and parsed as one, so both APIs always agree on them.
+ */
+#include "api/sandbox-request.h"
+
+#include "api/json-util.h"
+#include "api/task-request-internal.h"
+#include "base/cleanup.h"
+#include "runtime/spec.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const create_fields[] = {"limits", "timeout_s", "env", "metadata", NULL};
+static const char *const exec_fields[] = {"command", "stdin",	  "env",
+					  "cwd",     "timeout_s", "background", NULL};
+
+static int check_known(json_t *obj, const char *const *known, struct api_error *e)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v)
+	{
+		const char *const *k = known;
+		while (*k && strcmp(*k, key) != 0)
+			k++;
+		if (!*k) {
+			char field[API_FIELD_MAX];
+			api_field_key(field, "", key);
+			return api_error_set(e, API_ERR_UNKNOWN_FIELD, field, "unknown field %s",
+					     field);
+		}
+	}
+	return 0;
+}
+
+static int get_seconds(json_t *v, const char *field, int64_t max, int64_t *ret_ms,
+		       struct api_error *e)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
+		return INVALID(e, field, "%s must be an integer from 1 to %lld", field,
+			       (long long)max);
+	*ret_ms = json_integer_value(v) * 1000;
+	return 0;
+}
+
+/* Parse the task body made of parts (stolen) with the task parser. */
+static int parse_as_task(json_t *parts, struct task_request *ret, struct api_error *e)
+{
+	_cleanup_free_ char *text = json_dumps(parts, JSON_COMPACT);
+	json_decref(parts);
+	if (!text)
+		return -ENOMEM;
+	return task_request_parse(text, strlen(text), ret, e);
+}
+
+static int set_part(json_t *body, const char *key, json_t *from)
+{
+	json_t *v = json_object_get(from, key);
+	return v ? json_object_set(body, key, v) : 0;
+}
+
+int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *ret,
+			  struct api_error *e)
+{
+	int r;
+	json_t *root = task_request_load(body ? body : "{}", body && len ? len : 2, e, &r);
+	if (!root)
+		return r;
+	struct sandbox_request sr = {.timeout_ms = SANDBOX_TIMEOUT_DEFAULT_S * 1000LL};
+	struct task_request tr = {0};
+	json_t *limits = json_object_get(root, "limits");
+	json_t *t = json_object_get(root, "timeout_s");
+	json_t *task = json_pack("{s:[s]}", "command", "sandbox");
+	r = check_known(root, create_fields, e);
+	if (r == 0 && json_is_object(limits) && json_object_get(limits, "timeout_s"))
+		r = api_error_set(e, API_ERR_UNKNOWN_FIELD, "limits.timeout_s",
+				  "limits.timeout_s is for tasks: a sandbox takes timeout_s");
+	if (r == 0 && !task)
+		r = -ENOMEM;
+	if (r == 0 && (set_part(task, "limits", root) < 0 || set_part(task, "env", root) < 0 ||
+		       set_part(task, "metadata", root) < 0))
+		r = -ENOMEM;
+	if (r == 0) {
+		r = parse_as_task(task, &tr, e);
+		task = NULL;
+	}
+	if (r == 0 && t)
+		r = get_seconds(t, "timeout_s", SANDBOX_TIMEOUT_MAX_S, &sr.timeout_ms, e);
+	json_decref(task);
+	if (r == 0) {
+		/* keep env and limits of the canonical task spec; metadata apart */
+		json_t *spec = json_loads(tr.spec_json, 0, NULL);
+		json_t *out = spec ? json_pack("{s:O, s:O}", "env", json_object_get(spec, "env"),
+					       "limits", json_object_get(spec, "limits"))
+				   : NULL;
+		struct jbuf a = {0}, b = {0};
+		if (out) {
+			jbuf_json(&a, out);
+			jbuf_json(&b, json_object_get(spec, "metadata"));
+		} else {
+			a.failed = -ENOMEM;
+		}
+		size_t n;
+		r = jbuf_finish(&a, &sr.spec_json, &n);
+		int r2 = jbuf_finish(&b, &sr.metadata_json, &n);
+		if (r == 0)
+			r = r2;
+		sr.default_limits = tr.memory_bytes == SPEC_DEFAULT_MEMORY &&
+				    tr.cpu_milli == SPEC_DEFAULT_CPU_MILLI &&
+				    tr.pids == SPEC_DEFAULT_PIDS && tr.disk_bytes == SPEC_DEFAULT_DISK;
+		json_decref(out);
+		json_decref(spec);
+	}
+	task_request_release(&tr);
+	json_decref(root);
+	if (r < 0) {
+		sandbox_request_release(&sr);
+		return r;
+	}
+	*ret = sr;
+	return 0;
+}
+
+void sandbox_request_release(struct sandbox_request *r)
+{
+	free(r->spec_json);
+	free(r->metadata_json);
+	memset(r, 0, sizeof(*r));
+}
+
+int api_sandbox_path_check(const char *path, const char *field, struct api_error *e)
+{
+	if (!path)
+		return api_error_set(e, API_ERR_MISSING_FIELD, field, "%s is required", field);
+	size_t n = strlen(path);
+	if (path[0] != '/')
+		return INVALID(e, field, "%s must be an absolute path", field);
+	if (n > 1024)
+		return INVALID(e, field, "%s is longer than 1024 bytes", field);
+	return 0;
+}
+
+static int parse_exec(json_t *root, struct exec_request *x, struct api_error *e)
+{
+	int r = check_known(root, exec_fields, e);
+	if (r < 0)
+		return r;
+	/* command and env, by the rules of tasks */
+	struct task_request tr = {0};
+	json_t *task = json_object();
+	if (!task || set_part(task, "command", root) < 0 || set_part(task, "env", root) < 0) {
+		json_decref(task);
+		return -ENOMEM;
+	}
+	r = parse_as_task(task, &tr, e);
+	task_request_release(&tr);
+	if (r < 0)
+		return r;
+	x->command = json_object_get(root, "command");
+	x->env = json_object_get(root, "env");
+
+	json_t *v = json_object_get(root, "stdin");
+	if (v) {
+		if (!json_is_string(v))
+			return INVALID(e, "stdin", "stdin must be a string");
+		if (json_string_length(v) > EXEC_STDIN_MAX)
+			return INVALID(e, "stdin", "stdin is longer than %d bytes", EXEC_STDIN_MAX);
+		x->stdin_data = (char *)json_string_value(v);
+		x->stdin_len = json_string_length(v);
+	}
+	snprintf(x->cwd, sizeof(x->cwd), "/workspace");
+	v = json_object_get(root, "cwd");
+	if (v) {
+		if (!json_is_string(v))
+			return INVALID(e, "cwd", "cwd must be a string");
+		if (memchr(json_string_value(v), '\0', json_string_length(v)))
+			return INVALID(e, "cwd", "cwd must not contain a NUL character");
+		if ((r = api_sandbox_path_check(json_string_value(v), "cwd", e)) < 0)
+			return r;
+		snprintf(x->cwd, sizeof(x->cwd), "%s", json_string_value(v));
+	}
+	v = json_object_get(root, "timeout_s");
+	if (v && (r = get_seconds(v, "timeout_s", EXEC_TIMEOUT_MAX_S, &x->timeout_ms, e)) < 0)
+		return r;
+	v = json_object_get(root, "background");
+	if (v) {
+		if (!json_is_boolean(v))
+			return INVALID(e, "background", "background must be true or false");
+		x->background = json_is_true(v);
+	}
+	return 0;
+}
+
+int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct api_error *e)
+{
+	int r;
+	json_t *root = task_request_load(body ? body : "", body ? len : 0, e, &r);
+	if (!root)
+		return r;
+	struct exec_request x = {.priv = root};
+	r = parse_exec(root, &x, e);
+	if (r < 0) {
+		exec_request_release(&x);
+		return r;
+	}
+	*ret = x;
+	return 0;
+}
+
+void exec_request_release(struct exec_request *r)
+{
+	json_decref(r->priv);
+	memset(r, 0, sizeof(*r));
+}
+
+static int parse_one_int(const char *body, size_t len, const char *name, bool required,
+			 int64_t min, int64_t max, int64_t *ret, struct api_error *e)
+{
+	int r;
+	json_t *root = task_request_load(body && len ? body : "{}", body && len ? len : 2, e, &r);
+	if (!root)
+		return r;
+	const char *fields[] = {name, NULL};
+	r = check_known(root, fields, e);
+	json_t *v = json_object_get(root, name);
+	if (r == 0 && !v && required)
+		r = api_error_set(e, API_ERR_MISSING_FIELD, name, "%s is required", name);
+	if (r == 0 && v &&
+	    (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max))
+		r = INVALID(e, name, "%s must be an integer from %lld to %lld", name,
+			    (long long)min, (long long)max);
+	if (r == 0 && v)
+		*ret = json_integer_value(v);
+	json_decref(root);
+	return r;
+}
+
+int sandbox_timeout_parse(const char *body, size_t len, int64_t *ret_ms, struct api_error *e)
+{
+	int64_t s = 0;
+	int r = parse_one_int(body, len, "timeout_s", true, 1, SANDBOX_TIMEOUT_MAX_S, &s, e);
+	if (r == 0)
+		*ret_ms = s * 1000;
+	return r;
+}
+
+int process_kill_parse(const char *body, size_t len, int *ret_signal, struct api_error *e)
+{
+	int64_t sig = 9;
+	int r = parse_one_int(body, len, "signal", false, 1, 64, &sig, e);
+	if (r == 0)
+		*ret_signal = (int)sig;
+	return r;
+}

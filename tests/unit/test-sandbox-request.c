@@ -1,0 +1,262 @@
+/*
+ * test-sandbox-request.c - the bodies and checks of the interactive
+ * sandbox routes, without a socket: create, exec, timeout and kill bodies
+ * with the field each error names, and api_sandbox_begin()'s checks of
+ * ids, pids and query parameters.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/sandbox-request.h"
+
+#define SBX "sbx_8e3x0k0c3y7qk4f4h5vbb2s1mw"
+
+static void create_bad(const char *body, enum api_error_code code, const char *field)
+{
+	struct sandbox_request r = {0};
+	struct api_error e = {0};
+	int rc = sandbox_request_parse(body, strlen(body), &r, &e);
+	if (rc != -EINVAL || e.code != code || strcmp(e.field, field) != 0)
+		fail_msg("%s: got %d %s field '%s' (%s), want %s '%s'", body, rc,
+			 api_error_name(e.code), e.field, e.message, api_error_name(code), field);
+	assert_null(r.spec_json);
+}
+
+static void test_create_defaults(void **state)
+{
+	(void)state;
+	struct sandbox_request r = {0};
+	struct api_error e = {0};
+	assert_int_equal(sandbox_request_parse("{}", 2, &r, &e), 0);
+	assert_string_equal(r.spec_json, "{\"env\":{},\"limits\":{\"cpus\":1,\"disk_mb\":1024,"
+					 "\"memory_mb\":512,\"pids\":256,\"timeout_s\":null}}");
+	assert_string_equal(r.metadata_json, "{}");
+	assert_int_equal(r.timeout_ms, SANDBOX_TIMEOUT_DEFAULT_S * 1000);
+	assert_true(r.default_limits);
+	sandbox_request_release(&r);
+	/* an empty body is the defaults too */
+	assert_int_equal(sandbox_request_parse(NULL, 0, &r, &e), 0);
+	assert_true(r.default_limits);
+	sandbox_request_release(&r);
+}
+
+static void test_create_full(void **state)
+{
+	(void)state;
+	struct sandbox_request r = {0};
+	struct api_error e = {0};
+	const char *body = "{\"limits\":{\"memory_mb\":128,\"cpus\":0.5},\"timeout_s\":60,"
+			   "\"env\":{\"B\":\"2\",\"A\":\"1\"},\"metadata\":{\"owner\":\"x\"}}";
+	assert_int_equal(sandbox_request_parse(body, strlen(body), &r, &e), 0);
+	assert_string_equal(r.spec_json, "{\"env\":{\"A\":\"1\",\"B\":\"2\"},\"limits\":{\"cpus\":0.5,"
+					 "\"disk_mb\":1024,\"memory_mb\":128,\"pids\":256,"
+					 "\"timeout_s\":null}}");
+	assert_string_equal(r.metadata_json, "{\"owner\":\"x\"}");
+	assert_int_equal(r.timeout_ms, 60000);
+	assert_false(r.default_limits);
+	sandbox_request_release(&r);
+	/* the defaults written out are still the defaults: the pool fits */
+	body = "{\"limits\":{\"memory_mb\":512,\"cpus\":1,\"pids\":256,\"disk_mb\":1024}}";
+	assert_int_equal(sandbox_request_parse(body, strlen(body), &r, &e), 0);
+	assert_true(r.default_limits);
+	sandbox_request_release(&r);
+}
+
+static void test_create_errors(void **state)
+{
+	(void)state;
+	create_bad("[]", API_ERR_INVALID_JSON, "");
+	create_bad("{\"a\":1,\"a\":2}", API_ERR_INVALID_JSON, "");
+	create_bad("{\"colour\":1}", API_ERR_UNKNOWN_FIELD, "colour");
+	create_bad("{\"command\":[\"x\"]}", API_ERR_UNKNOWN_FIELD, "command");
+	create_bad("{\"limits\":{\"timeout_s\":3}}", API_ERR_UNKNOWN_FIELD, "limits.timeout_s");
+	create_bad("{\"limits\":{\"memory_mb\":1}}", API_ERR_INVALID_FIELD, "limits.memory_mb");
+	create_bad("{\"limits\":{\"memroy_mb\":1}}", API_ERR_UNKNOWN_FIELD, "limits.memroy_mb");
+	create_bad("{\"timeout_s\":0}", API_ERR_INVALID_FIELD, "timeout_s");
+	create_bad("{\"timeout_s\":604801}", API_ERR_INVALID_FIELD, "timeout_s");
+	create_bad("{\"timeout_s\":1.5}", API_ERR_INVALID_FIELD, "timeout_s");
+	create_bad("{\"env\":{\"AGENTBOX_X\":\"1\"}}", API_ERR_INVALID_FIELD, "env.AGENTBOX_X");
+	create_bad("{\"env\":[]}", API_ERR_INVALID_FIELD, "env");
+	create_bad("{\"metadata\":1}", API_ERR_INVALID_FIELD, "metadata");
+}
+
+static void exec_bad(const char *body, enum api_error_code code, const char *field)
+{
+	struct exec_request x = {0};
+	struct api_error e = {0};
+	int rc = exec_request_parse(body, strlen(body), &x, &e);
+	if (rc != -EINVAL || e.code != code || strcmp(e.field, field) != 0)
+		fail_msg("%s: got %d %s field '%s' (%s), want %s '%s'", body, rc,
+			 api_error_name(e.code), e.field, e.message, api_error_name(code), field);
+	assert_null(x.command);
+}
+
+static void test_exec(void **state)
+{
+	(void)state;
+	struct exec_request x = {0};
+	struct api_error e = {0};
+	const char *body = "{\"command\":[\"sh\",\"-c\",\"cat\"],\"stdin\":\"in\",\"env\":{\"K\":\"v\"},"
+			   "\"cwd\":\"/tmp\",\"timeout_s\":5,\"background\":true}";
+	assert_int_equal(exec_request_parse(body, strlen(body), &x, &e), 0);
+	assert_int_equal(json_array_size(x.command), 3);
+	assert_string_equal(json_string_value(json_object_get(x.env, "K")), "v");
+	assert_int_equal(x.stdin_len, 2);
+	assert_memory_equal(x.stdin_data, "in", 2);
+	assert_string_equal(x.cwd, "/tmp");
+	assert_int_equal(x.timeout_ms, 5000);
+	assert_true(x.background);
+	exec_request_release(&x);
+	body = "{\"command\":[\"true\"]}";
+	assert_int_equal(exec_request_parse(body, strlen(body), &x, &e), 0);
+	assert_string_equal(x.cwd, "/workspace");
+	assert_null(x.stdin_data);
+	assert_null(x.env);
+	assert_int_equal(x.timeout_ms, 0);
+	assert_false(x.background);
+	exec_request_release(&x);
+
+	exec_bad("{}", API_ERR_MISSING_FIELD, "command");
+	exec_bad("{\"command\":[]}", API_ERR_INVALID_FIELD, "command");
+	exec_bad("{\"command\":[\"a\",1]}", API_ERR_INVALID_FIELD, "command[1]");
+	exec_bad("{\"command\":[\"a\"],\"cwd\":\"rel\"}", API_ERR_INVALID_FIELD, "cwd");
+	exec_bad("{\"command\":[\"a\"],\"cwd\":\"/a\\u0000b\"}", API_ERR_INVALID_FIELD, "cwd");
+	exec_bad("{\"command\":[\"a\"],\"stdin\":1}", API_ERR_INVALID_FIELD, "stdin");
+	exec_bad("{\"command\":[\"a\"],\"timeout_s\":86401}", API_ERR_INVALID_FIELD, "timeout_s");
+	exec_bad("{\"command\":[\"a\"],\"background\":\"yes\"}", API_ERR_INVALID_FIELD, "background");
+	exec_bad("{\"command\":[\"a\"],\"tty\":true}", API_ERR_UNKNOWN_FIELD, "tty");
+	exec_bad("{\"command\":[\"a\"],\"env\":{\"1X\":\"y\"}}", API_ERR_INVALID_FIELD, "env[\"1X\"]");
+
+	/* stdin: at most EXEC_STDIN_MAX bytes */
+	size_t n = EXEC_STDIN_MAX + 1;
+	char *big = malloc(n + 64);
+	assert_non_null(big);
+	int off = snprintf(big, 64, "{\"command\":[\"a\"],\"stdin\":\"");
+	memset(big + off, 'x', n);
+	memcpy(big + off + n, "\"}", 3);
+	exec_bad(big, API_ERR_INVALID_FIELD, "stdin");
+	free(big);
+}
+
+static void test_timeout_and_kill(void **state)
+{
+	(void)state;
+	int64_t ms = 0;
+	int sig = 0;
+	struct api_error e = {0};
+	assert_int_equal(sandbox_timeout_parse("{\"timeout_s\":7}", 15, &ms, &e), 0);
+	assert_int_equal(ms, 7000);
+	assert_int_equal(sandbox_timeout_parse("{}", 2, &ms, &e), -EINVAL);
+	assert_string_equal(e.field, "timeout_s");
+	assert_int_equal(e.code, API_ERR_MISSING_FIELD);
+	assert_int_equal(sandbox_timeout_parse("{\"timeout_s\":-1}", 16, &ms, &e), -EINVAL);
+	assert_int_equal(process_kill_parse(NULL, 0, &sig, &e), 0);
+	assert_int_equal(sig, 9);
+	assert_int_equal(process_kill_parse("{\"signal\":15}", 13, &sig, &e), 0);
+	assert_int_equal(sig, 15);
+	assert_int_equal(process_kill_parse("{\"signal\":65}", 13, &sig, &e), -EINVAL);
+	assert_string_equal(e.field, "signal");
+	assert_int_equal(process_kill_parse("{\"sig\":1}", 9, &sig, &e), -EINVAL);
+	assert_int_equal(e.code, API_ERR_UNKNOWN_FIELD);
+}
+
+/* ---- the route checks ---------------------------------------------------- */
+
+static int begin(const char *method, const char *path, const char *query,
+		 struct api_sandbox_call *call, struct api_response *resp)
+{
+	struct api_ctx ctx = {0};
+	struct api_request req = {.method = method, .path = path, .query = query};
+	return api_sandbox_begin(&ctx, &req, call, resp);
+}
+
+static void expect_error(const char *method, const char *path, const char *query, int status,
+			 const char *code)
+{
+	struct api_sandbox_call call;
+	struct api_response resp = {0};
+	assert_int_equal(begin(method, path, query, &call, &resp), -EINVAL);
+	if (resp.status != status || !strstr(resp.body, code))
+		fail_msg("%s %s?%s: %d %s, want %d %s", method, path, query ? query : "", resp.status,
+			 resp.body, status, code);
+	api_response_release(&resp);
+}
+
+static void test_route_checks(void **state)
+{
+	(void)state;
+	struct api_sandbox_call call;
+	struct api_response resp = {0};
+	struct api_request req = {.method = "GET", .path = "/v1/sandboxes/" SBX};
+	assert_true(api_request_is_sandbox(&req));
+	req.path = "/v1/tasks";
+	assert_false(api_request_is_sandbox(&req));
+
+	assert_int_equal(begin("GET", "/v1/sandboxes/" SBX "/processes/42/output", "follow=1", &call,
+			       &resp), 0);
+	assert_int_equal(call.route, API_ROUTE_PROCESS_OUTPUT);
+	assert_string_equal(call.id, SBX);
+	assert_int_equal(call.pid, 42);
+	assert_true(call.follow);
+
+	assert_int_equal(begin("GET", "/v1/sandboxes/" SBX "/files", "path=%2Ftmp%2Fa&list=1", &call,
+			       &resp), 0);
+	assert_string_equal(call.path, "/tmp/a");
+	assert_true(call.list);
+	assert_int_equal(begin("GET", "/v1/sandboxes", "status=ended&limit=3", &call, &resp), 0);
+	assert_string_equal(call.status, "ended");
+	assert_int_equal(call.limit, 3);
+
+	expect_error("GET", "/v1/sandboxes/tsk_8e3x0k0c3y7qk4f4h5vbb2s1mw", NULL, 400, "invalid_id");
+	expect_error("GET", "/v1/sandboxes/sbx_x", NULL, 400, "invalid_id");
+	expect_error("GET", "/v1/sandboxes/" SBX "/processes/0/output", NULL, 400, "invalid_id");
+	expect_error("GET", "/v1/sandboxes/" SBX "/processes/-1/output", NULL, 400, "invalid_id");
+	expect_error("GET", "/v1/sandboxes/" SBX "/processes/007/output", NULL, 400, "invalid_id");
+	expect_error("GET", "/v1/sandboxes/" SBX "/processes/99999999/output", NULL, 400,
+		     "invalid_id");
+	expect_error("PATCH", "/v1/sandboxes/" SBX, NULL, 405, "method_not_allowed");
+	expect_error("GET", "/v1/sandboxes/" SBX "/files", NULL, 400, "missing_field");
+	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=rel", 400, "invalid_field");
+	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa%00b", 400, "invalid_field");
+	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa&mode=4755", 400,
+		     "unknown_field");
+	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa&list=2", 400, "invalid_field");
+	expect_error("GET", "/v1/sandboxes", "after=nope", 400, "invalid_field");
+	expect_error("GET", "/v1/sandboxes", "limit=0", 400, "invalid_field");
+
+	/* a raw file body may be larger than a JSON body, a JSON one may not */
+	struct api_ctx ctx = {0};
+	req = (struct api_request){.method = "PUT", .path = "/v1/sandboxes/" SBX "/files",
+				   .query = "path=%2Ftmp%2Fa", .body_len = API_BODY_MAX + 1};
+	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), 0);
+	req = (struct api_request){.method = "POST", .path = "/v1/sandboxes/" SBX "/exec",
+				   .content_type = "application/json", .body_len = API_BODY_MAX + 1};
+	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), -EINVAL);
+	assert_int_equal(resp.status, 413);
+	api_response_release(&resp);
+	/* exec needs a JSON body */
+	req.body_len = 2;
+	req.content_type = "text/plain";
+	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), -EINVAL);
+	assert_int_equal(resp.status, 415);
+	api_response_release(&resp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_create_defaults), cmocka_unit_test(test_create_full),
+	    cmocka_unit_test(test_create_errors),   cmocka_unit_test(test_exec),
+	    cmocka_unit_test(test_timeout_and_kill), cmocka_unit_test(test_route_checks),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
