@@ -28,6 +28,10 @@ int verb_wait(int argc, char **argv);
 int verb_logs(int argc, char **argv);
 int verb_cancel(int argc, char **argv);
 int verb_ps(int argc, char **argv);
+/* Interactive sandboxes: `sandbox` has subcommands (create, ls, ...). */
+int verb_sandbox(int argc, char **argv);
+int verb_exec(int argc, char **argv);
+int verb_cp(int argc, char **argv);
 
 /* Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -39,11 +43,20 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_option_error(const char *verb, int opt, char **argv);
 
 /*
- * Arguments of a verb that takes only --socket, --help and one task ID.
- * Returns -1 with *ret_socket and *ret_id set, to go on; else the exit
- * status to return (0 after --help, EXIT_AGENTBOX on a usage error).
+ * Options of a verb that takes only --socket and --help. Returns -1 with
+ * *ret_socket set (NULL when not given) and optind at the first operand,
+ * to go on; else the exit status to return (0 after --help, EXIT_AGENTBOX
+ * on a usage error). verb is what messages name ("sandbox rm").
  */
-int cli_parse_id_only(const char *verb, const char *help, int argc, char **argv,
+int cli_parse_socket_only(const char *verb, const char *help, int argc, char **argv,
+			  const char **ret_socket);
+
+/*
+ * As cli_parse_socket_only(), for a verb that takes exactly one ID: what
+ * names it in the usage error ("task": "give one task ID"). Returns -1
+ * with *ret_id set too, to go on.
+ */
+int cli_parse_id_only(const char *verb, const char *what, const char *help, int argc, char **argv,
 		      const char **ret_socket, const char **ret_id);
 
 /* Is this "-h" or "--help"? */

@@ -23,6 +23,9 @@ static const struct verb verbs[] = {
 	{"logs", "print a task's output (-f: follow it)", verb_logs},
 	{"cancel", "cancel a task", verb_cancel},
 	{"ps", "list tasks", verb_ps},
+	{"sandbox", "create, list, pause, resume, remove interactive sandboxes", verb_sandbox},
+	{"exec", "run a command in an interactive sandbox", verb_exec},
+	{"cp", "copy a file into or out of an interactive sandbox", verb_cp},
 };
 
 int cli_fail(const char *fmt, ...)
@@ -44,8 +47,8 @@ int cli_option_error(const char *verb, int opt, char **argv)
 			verb);
 }
 
-int cli_parse_id_only(const char *verb, const char *help, int argc, char **argv,
-		      const char **ret_socket, const char **ret_id)
+int cli_parse_socket_only(const char *verb, const char *help, int argc, char **argv,
+			  const char **ret_socket)
 {
 	static const struct option options[] = {
 		{"socket", required_argument, NULL, 's'},
@@ -65,9 +68,18 @@ int cli_parse_id_only(const char *verb, const char *help, int argc, char **argv,
 			return cli_option_error(verb, opt, argv);
 		socket_path = optarg;
 	}
-	if (argc - optind != 1)
-		return cli_fail("%s: give one task ID (see agentbox %s --help)", verb, verb);
 	*ret_socket = socket_path;
+	return -1;
+}
+
+int cli_parse_id_only(const char *verb, const char *what, const char *help, int argc, char **argv,
+		      const char **ret_socket, const char **ret_id)
+{
+	int rc = cli_parse_socket_only(verb, help, argc, argv, ret_socket);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_fail("%s: give one %s ID (see agentbox %s --help)", verb, what, verb);
 	*ret_id = argv[optind];
 	return -1;
 }
@@ -81,10 +93,10 @@ static int usage(FILE *out)
 {
 	fputs("usage: agentbox VERB [OPTIONS] ...\n\nverbs:\n", out);
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-		fprintf(out, "  %-6s %s\n", verbs[i].name, verbs[i].summary);
+		fprintf(out, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
 	fputs("\n`agentbox VERB --help` describes one verb.\n"
 	      "exit status: 0 on success, 125 when agentbox itself fails;\n"
-	      "run returns its command's status (see agentbox run --help).\n",
+	      "run and exec return their command's status (see their --help).\n",
 	      out);
 	return out == stdout ? 0 : EXIT_AGENTBOX;
 }

@@ -26,7 +26,7 @@ static const char help[] =
 int verb_cancel(int argc, char **argv)
 {
 	const char *socket_path, *id;
-	int rc = cli_parse_id_only("cancel", help, argc, argv, &socket_path, &id);
+	int rc = cli_parse_id_only("cancel", "task", help, argc, argv, &socket_path, &id);
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};

@@ -14,8 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Pages followed at most: a daemon that never ends a list cannot keep us. */
-#define PS_PAGES_MAX	  100000
 #define PS_PROGRESS_WIDTH 30
 #define PS_COMMAND_WIDTH  60
 
@@ -94,6 +92,23 @@ static void print_row(const json_t *task, int64_t now)
 	       progress[0] ? progress : "-", command);
 }
 
+/* The header once the first page is there, then a line per task. */
+static int print_page(json_t *tasks, int page, void *data, struct error *err)
+{
+	(void)err;
+	const int64_t *now = data;
+	if (page == 0)
+		printf("%-30s  %-10s  %-7s  %-4s  %-*s  %s\n", "ID", "STATUS", "ATTEMPT", "AGE",
+		       PS_PROGRESS_WIDTH, "PROGRESS", "COMMAND");
+	size_t i;
+	json_t *task;
+	json_array_foreach(tasks, i, task)
+	{
+		print_row(task, *now);
+	}
+	return 0;
+}
+
 int verb_ps(int argc, char **argv)
 {
 	const char *socket_path = NULL, *statuses = NULL;
@@ -130,60 +145,16 @@ int verb_ps(int argc, char **argv)
 	if (!all && !statuses)
 		statuses = "queued,running";
 
+	char target[CLIENT_TARGET_MAX];
+	snprintf(target, sizeof(target), "/v1/tasks%s%s", statuses ? "?status=" : "",
+		 statuses ? statuses : "");
 	struct client c;
 	if (client_init(&c, socket_path, &err) < 0)
 		return cli_fail("ps: %s", err.msg);
-	int rc = 0;
 	int64_t now = wall_clock_ms();
-	char after[CLIENT_ID_MAX + 1] = "";
-	for (int page = 0;; page++) {
-		if (page == PS_PAGES_MAX) {
-			rc = cli_fail("ps: stopped after %d pages", PS_PAGES_MAX);
-			break;
-		}
-		char target[CLIENT_TARGET_MAX];
-		snprintf(target, sizeof(target), "/v1/tasks%s%s%s%s", statuses ? "?status=" : "",
-			 statuses ? statuses : "",
-			 after[0] ? (statuses ? "&after=" : "?after=") : "", after);
-		json_t *list = NULL;
-		if (client_call(&c, "GET", target, NULL, &list, &err) < 0) {
-			rc = cli_fail("ps: %s", err.msg);
-			break;
-		}
-		json_t *tasks = json_object_get(list, "tasks");
-		if (!json_is_array(tasks)) {
-			json_decref(list);
-			rc = cli_fail("ps: agentboxd's answer has no task list");
-			break;
-		}
-		if (page == 0)
-			printf("%-30s  %-10s  %-7s  %-4s  %-*s  %s\n", "ID", "STATUS", "ATTEMPT",
-			       "AGE", PS_PROGRESS_WIDTH, "PROGRESS", "COMMAND");
-		size_t i;
-		json_t *task;
-		json_array_foreach(tasks, i, task)
-		{
-			print_row(task, now);
-		}
-		json_t *next = json_object_get(list, "next");
-		const char *n = json_string_value(next);
-		bool more = false;
-		if (n) {
-			char check[CLIENT_TARGET_MAX];
-			if (client_task_target(check, sizeof(check), n, NULL, &err) < 0 ||
-			    strcmp(n, after) == 0) {
-				rc = cli_fail("ps: agentboxd's answer has a bad next page");
-			} else {
-				snprintf(after, sizeof(after), "%s", n);
-				more = true;
-			}
-		} else if (next && !json_is_null(next)) {
-			rc = cli_fail("ps: agentboxd's answer has a bad next page");
-		}
-		json_decref(list);
-		if (!more)
-			break;
-	}
+	int rc = 0;
+	if (client_list(&c, target, "tasks", print_page, &now, &err) < 0)
+		rc = cli_fail("ps: %s", err.msg);
 	client_release(&c);
 	if (fflush(stdout) == EOF)
 		return cli_fail("ps: cannot write the output");

@@ -23,7 +23,7 @@ static const char help[] =
 int verb_status(int argc, char **argv)
 {
 	const char *socket_path, *id;
-	int rc = cli_parse_id_only("status", help, argc, argv, &socket_path, &id);
+	int rc = cli_parse_id_only("status", "task", help, argc, argv, &socket_path, &id);
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};

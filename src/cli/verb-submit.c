@@ -10,6 +10,7 @@
 #include "base/fileio.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "client/client.h"
 #include "core/task.h"
 
@@ -33,10 +34,7 @@ static const char help[] =
     "follow it with agentbox wait, status, logs; stop it with cancel.\n"
     "\n"
     "options (what is not given is agentboxd's default):\n"
-    "  --memory SIZE        memory limit (sent in MiB, rounded up)\n"
-    "  --cpus N             CPU quota, fractions allowed (0.5, 2)\n"
-    "  --pids N             most processes and threads at once\n"
-    "  --disk SIZE          writable space (sent in MiB, rounded up)\n"
+    CLI_HELP_LIMITS
     "  --timeout DUR        wall-clock limit per attempt: 500ms, 90s, 5m, 1h30m\n"
     "  --env KEY=VALUE      set a variable in the sandbox; repeatable\n"
     "  --attempts N         run at most N attempts (1 to 100)\n"
@@ -45,15 +43,10 @@ static const char help[] =
     "  --file LOCAL:SANDBOX copy the local text file LOCAL into the sandbox at\n"
     "                       the absolute path SANDBOX; repeatable; UTF-8 text\n"
     "                       only, at most 4 MiB for all files together\n"
-    "  --metadata JSON      a JSON object stored with the task, for the caller\n"
-    "  --socket PATH        agentboxd's unix socket (default $AGENTBOX_HOST,\n"
-    "                       else " CLIENT_DEFAULT_SOCKET ")\n"
-    "\n"
-    "sizes take k, m, g, t (binary units).\n"
-    "\n"
-    "environment:\n"
-    "  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"
-    "  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
+    CLI_HELP_METADATA
+    CLI_HELP_SOCKET_WIDE
+    CLI_HELP_SIZES
+    CLIENT_HELP_ENVIRONMENT
     "\n"
     "exit status: 0 queued (the id is on stdout); 125 agentbox or agentboxd\n"
     "failed or refused the task (one line on stderr; an error of agentboxd's\n"
@@ -61,66 +54,31 @@ static const char help[] =
     "limits.memory_mb)).\n";
 
 enum {
-	OPT_MEMORY = 256,
-	OPT_CPUS,
-	OPT_PIDS,
-	OPT_DISK,
-	OPT_TIMEOUT,
-	OPT_ENV,
+	OPT_TIMEOUT = CLI_OPT_VERB,
 	OPT_ATTEMPTS,
 	OPT_RETRY_ON,
 	OPT_FILE,
-	OPT_METADATA,
-	OPT_SOCKET,
 };
 
 static const struct option options[] = {
-    {"memory", required_argument, NULL, OPT_MEMORY},
-    {"cpus", required_argument, NULL, OPT_CPUS},
-    {"pids", required_argument, NULL, OPT_PIDS},
-    {"disk", required_argument, NULL, OPT_DISK},
+    CLI_LIMIT_OPTIONS,
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"env", required_argument, NULL, OPT_ENV},
+    {"env", required_argument, NULL, CLI_OPT_ENV},
     {"attempts", required_argument, NULL, OPT_ATTEMPTS},
     {"retry-on", required_argument, NULL, OPT_RETRY_ON},
     {"file", required_argument, NULL, OPT_FILE},
-    {"metadata", required_argument, NULL, OPT_METADATA},
-    {"socket", required_argument, NULL, OPT_SOCKET},
+    {"metadata", required_argument, NULL, CLI_OPT_METADATA},
+    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},
 };
 
 struct submit_args {
-	json_t *body;	/* the request, built as options come */
-	json_t *limits; /* borrowed from body once set */
+	json_t *body; /* the request, built as options come */
 	size_t file_bytes;
 	const char *socket_path;
 	bool help;
 };
-
-/* A JSON number for milli/1000: an integer when whole. */
-static json_t *thousandths(uint64_t milli)
-{
-	if (milli % 1000 == 0)
-		return json_integer((json_int_t)(milli / 1000));
-	return json_real((double)milli / 1000.0);
-}
-
-static int set_limit(struct submit_args *a, const char *key, json_t *value, struct error *err)
-{
-	if (!value)
-		return error_set_errno(err, ENOMEM, "building the request");
-	if (!a->limits) {
-		a->limits = json_object();
-		if (!a->limits || json_object_set_new(a->body, "limits", a->limits) < 0) {
-			json_decref(value);
-			return error_set_errno(err, ENOMEM, "building the request");
-		}
-	}
-	if (json_object_set_new(a->limits, key, value) < 0)
-		return error_set_errno(err, ENOMEM, "building the request");
-	return 0;
-}
 
 /* body[key], created as an empty object or array on first use. */
 static json_t *member(struct submit_args *a, const char *key, bool array)
@@ -132,37 +90,6 @@ static json_t *member(struct submit_args *a, const char *key, bool array)
 	if (!m || json_object_set_new(a->body, key, m) < 0)
 		return NULL;
 	return m;
-}
-
-static int size_mib(const char *opt, const char *arg, struct submit_args *a, const char *key,
-		    struct error *err)
-{
-	uint64_t bytes;
-	if (parse_size(arg, &bytes) < 0)
-		return error_set(err, EINVAL, "--%s: '%s' is not a size (e.g. 512m, 2g)", opt, arg);
-	if (bytes == 0)
-		return error_set(err, EINVAL, "--%s: must be more than 0", opt);
-	uint64_t mib = bytes / (1u << 20) + (bytes % (1u << 20) ? 1 : 0);
-	return set_limit(a, key, json_integer((json_int_t)mib), err);
-}
-
-static int add_env(struct submit_args *a, const char *arg, struct error *err)
-{
-	const char *eq = strchr(arg, '=');
-	if (!eq || eq == arg)
-		return error_set(err, EINVAL, "--env: '%s' is not KEY=VALUE", arg);
-	_cleanup_free_ char *key = strndup(arg, (size_t)(eq - arg));
-	json_t *env = member(a, "env", false);
-	if (!key || !env)
-		return error_set_errno(err, ENOMEM, "building the request");
-	if (json_object_get(env, key))
-		return error_set(err, EINVAL, "--env: %s is given twice", key);
-	json_t *v = json_string(eq + 1);
-	if (!v)
-		return error_set(err, EINVAL, "--env: the value of %s is not UTF-8 text", key);
-	if (json_object_set_new(env, key, v) < 0)
-		return error_set_errno(err, ENOMEM, "building the request");
-	return 0;
 }
 
 static int add_retry_on(struct submit_args *a, const char *arg, struct error *err)
@@ -253,55 +180,25 @@ static int add_file(struct submit_args *a, const char *arg, struct error *err)
 static int parse_value(int opt, const char *arg, struct submit_args *a, struct error *err)
 {
 	uint64_t v;
+	int r = cli_body_option(a->body, opt, arg, err);
+	if (r != -ENOENT)
+		return r;
 	switch (opt) {
-	case OPT_MEMORY:
-		return size_mib("memory", arg, a, "memory_mb", err);
-	case OPT_DISK:
-		return size_mib("disk", arg, a, "disk_mb", err);
-	case OPT_CPUS:
-		if (parse_cpus_milli(arg, &v) < 0 || v == 0)
-			return error_set(err, EINVAL,
-					 "--cpus: '%s' is not a positive number (e.g. 0.5, 2)",
-					 arg);
-		return set_limit(a, "cpus", thousandths(v), err);
-	case OPT_PIDS:
-		if (parse_u64(arg, &v) < 0 || v == 0 || v > INT64_MAX)
-			return error_set(err, EINVAL, "--pids: '%s' is not a positive whole number",
-					 arg);
-		return set_limit(a, "pids", json_integer((json_int_t)v), err);
 	case OPT_TIMEOUT:
-		if (parse_duration_ms(arg, &v) < 0 || v == 0)
-			return error_set(err, EINVAL,
-					 "--timeout: '%s' is not a duration (e.g. 90s, 2h)", arg);
-		return set_limit(a, "timeout_s", thousandths(v), err);
-	case OPT_ENV:
-		return add_env(a, arg, err);
+		if ((r = cli_parse_duration("--timeout", arg, &v, err)) < 0)
+			return r;
+		return cli_body_limit(a->body, "timeout_s", cli_thousandths(v), err);
 	case OPT_ATTEMPTS:
 		if (parse_u64(arg, &v) < 0 || v == 0 || v > TASK_MAX_ATTEMPTS_MAX)
 			return error_set(err, EINVAL,
 					 "--attempts: '%s' is not a number from 1 to %d", arg,
 					 TASK_MAX_ATTEMPTS_MAX);
-		if (json_object_set_new(a->body, "max_attempts", json_integer((json_int_t)v)) < 0)
-			return error_set_errno(err, ENOMEM, "building the request");
-		return 0;
+		return cli_body_set(a->body, "max_attempts", json_integer((json_int_t)v), err);
 	case OPT_RETRY_ON:
 		return add_retry_on(a, arg, err);
 	case OPT_FILE:
 		return add_file(a, arg, err);
-	case OPT_METADATA: {
-		json_error_t jerr;
-		json_t *m = json_loads(arg, JSON_REJECT_DUPLICATES, &jerr);
-		if (!m)
-			return error_set(err, EINVAL, "--metadata: not JSON: %s", jerr.text);
-		if (!json_is_object(m)) {
-			json_decref(m);
-			return error_set(err, EINVAL, "--metadata: must be a JSON object");
-		}
-		if (json_object_set_new(a->body, "metadata", m) < 0)
-			return error_set_errno(err, ENOMEM, "building the request");
-		return 0;
-	}
-	case OPT_SOCKET:
+	case CLI_OPT_SOCKET:
 		a->socket_path = arg;
 		return 0;
 	case 'h':

@@ -125,29 +125,62 @@ static void fill_request(const struct client *c, struct http_request *req, const
 	req->host = c->ep.transport == HTTP_TCP ? c->ep.name : "localhost";
 }
 
-int client_call(struct client *c, const char *method, const char *target, const json_t *body,
-		json_t **ret, struct error *err)
+struct stream_relay {
+	struct client *c;
+	http_body_fn fn;
+	void *data;
+};
+
+/* Note the status as soon as the body starts: a stream can break later. */
+static int relay_body(const struct http_response *res, const char *buf, size_t len, void *data,
+		      struct error *err)
+{
+	struct stream_relay *s = data;
+	s->c->last_status = res->status;
+	return s->fn(res, buf, len, s->data, err);
+}
+
+int client_request(struct client *c, const struct client_request *creq, json_t **ret,
+		   struct error *err)
 {
 	c->last_status = 0;
 	_cleanup_free_ char *text = NULL;
-	if (body) {
-		text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15));
+	struct http_request req = {
+	    .method = creq->method,
+	    .target = creq->target,
+	    .body = creq->body,
+	    .body_len = creq->body_len,
+	    .read_body = creq->read_body,
+	    .read_body_data = creq->read_body_data,
+	    .content_type = creq->content_type ? creq->content_type : "application/octet-stream",
+	};
+	if (creq->json) {
+		text = json_dumps(creq->json, JSON_COMPACT | JSON_REAL_PRECISION(15));
 		if (!text)
 			return error_set_errno(err, ENOMEM, "encoding the request");
+		req.body = text;
+		req.body_len = strlen(text);
+		req.read_body = NULL;
+		req.content_type = "application/json";
 	}
+	char accept_line[128];
 	const char *headers[3];
-	struct http_request req = {
-	    .method = method,
-	    .target = target,
-	    .body = text,
-	    .body_len = text ? strlen(text) : 0,
-	    .content_type = text ? "application/json" : NULL,
-	};
-	fill_request(c, &req, headers, "Accept: application/json");
+	snprintf(accept_line, sizeof(accept_line), "Accept: %s",
+		 creq->accept ? creq->accept : "application/json");
+	fill_request(c, &req, headers, accept_line);
+	struct stream_relay relay = {.c = c, .fn = creq->on_body, .data = creq->data};
+	int read_timeout_ms = creq->read_timeout_ms;
+	if (read_timeout_ms == 0)
+		read_timeout_ms = c->read_timeout_ms;
+	else if (read_timeout_ms < 0)
+		read_timeout_ms = 0; /* http-client.h: 0 = no limit */
 	struct http_options opt = {
 	    .connect_timeout_ms = c->connect_timeout_ms,
-	    .read_timeout_ms = c->read_timeout_ms,
+	    .read_timeout_ms = read_timeout_ms,
+	    .deadline_ms = creq->deadline_ms,
 	    .peer = CLIENT_PEER,
+	    .on_body = creq->on_body ? relay_body : NULL,
+	    .data = &relay,
 	};
 	struct http_response res;
 	int r = http_request(&c->ep, &req, &opt, &res, err);
@@ -158,6 +191,10 @@ int client_call(struct client *c, const char *method, const char *target, const 
 		r = api_error(c, &res, err);
 		http_response_release(&res);
 		return r;
+	}
+	if (creq->on_body) {
+		http_response_release(&res);
+		return 0;
 	}
 	json_error_t jerr;
 	json_t *json = json_loadb(res.body ? res.body : "", res.body_len, JSON_DECODE_ANY, &jerr);
@@ -175,48 +212,76 @@ int client_call(struct client *c, const char *method, const char *target, const 
 	return 0;
 }
 
-struct stream_relay {
-	struct client *c;
-	http_body_fn fn;
-	void *data;
-};
-
-/* Note the status as soon as the body starts: a stream can break later. */
-static int relay_body(const struct http_response *res, const char *buf, size_t len, void *data,
-		      struct error *err)
+int client_call(struct client *c, const char *method, const char *target, const json_t *body,
+		json_t **ret, struct error *err)
 {
-	struct stream_relay *s = data;
-	s->c->last_status = res->status;
-	return s->fn(res, buf, len, s->data, err);
+	struct client_request req = {.method = method, .target = target, .json = body};
+	return client_request(c, &req, ret, err);
 }
 
 int client_stream(struct client *c, const char *target, const char *accept, int64_t deadline_ms,
 		  int read_timeout_ms, http_body_fn fn, void *data, struct error *err)
 {
-	c->last_status = 0;
-	struct stream_relay relay = {.c = c, .fn = fn, .data = data};
-	char accept_line[128];
-	const char *headers[3];
-	struct http_request req = {.method = "GET", .target = target};
-	if (accept)
-		snprintf(accept_line, sizeof(accept_line), "Accept: %s", accept);
-	fill_request(c, &req, headers, accept ? accept_line : NULL);
-	struct http_options opt = {
-	    .connect_timeout_ms = c->connect_timeout_ms,
-	    .read_timeout_ms = read_timeout_ms,
+	struct client_request req = {
+	    .method = "GET",
+	    .target = target,
+	    .accept = accept ? accept : "*/*",
+	    .on_body = fn,
+	    .data = data,
+	    .read_timeout_ms = read_timeout_ms > 0 ? read_timeout_ms : -1,
 	    .deadline_ms = deadline_ms,
-	    .peer = CLIENT_PEER,
-	    .on_body = relay_body,
-	    .data = &relay,
 	};
-	struct http_response res;
-	int r = http_request(&c->ep, &req, &opt, &res, err);
+	return client_request(c, &req, NULL, err);
+}
+
+int client_list(struct client *c, const char *target, const char *key, client_page_fn fn,
+		void *data, struct error *err)
+{
+	char after[CLIENT_ID_MAX + 1] = "";
+	bool has_query = strchr(target, '?') != NULL;
+	for (int page = 0; page < CLIENT_PAGES_MAX; page++) {
+		_cleanup_free_ char *url = NULL;
+		if (asprintf(&url, "%s%s%s", target,
+			     after[0] ? (has_query ? "&after=" : "?after=") : "", after) < 0) {
+			url = NULL;
+			return error_set_errno(err, ENOMEM, "building the request");
+		}
+		json_t *list = NULL;
+		int r = client_call(c, "GET", url, NULL, &list, err);
+		if (r < 0)
+			return r;
+		json_t *items = json_object_get(list, key);
+		if (!json_is_array(items)) {
+			json_decref(list);
+			return error_set(err, EPROTO, "%s's answer has no %s list", CLIENT_PEER,
+					 key);
+		}
+		r = fn(items, page, data, err);
+		json_t *next = json_object_get(list, "next");
+		const char *n = json_string_value(next);
+		if (r == 0 && n && (!client_id_is_valid(n) || strcmp(n, after) == 0))
+			r = error_set(err, EPROTO, "%s's answer has a bad next page", CLIENT_PEER);
+		else if (r == 0 && !n && next && !json_is_null(next))
+			r = error_set(err, EPROTO, "%s's answer has a bad next page", CLIENT_PEER);
+		if (r == 0 && n)
+			snprintf(after, sizeof(after), "%s", n);
+		json_decref(list);
+		if (r < 0 || !n)
+			return r;
+	}
+	return error_set(err, EPROTO, "stopped after %d pages", CLIENT_PAGES_MAX);
+}
+
+/* Connect, one call, disconnect. */
+static int call_once(const char *socket_path, const char *method, const char *target,
+		     const json_t *body, json_t **ret, struct error *err)
+{
+	struct client c;
+	int r = client_init(&c, socket_path, err);
 	if (r < 0)
 		return r;
-	c->last_status = res.status;
-	if (res.status / 100 != 2)
-		r = api_error(c, &res, err);
-	http_response_release(&res);
+	r = client_call(&c, method, target, body, ret, err);
+	client_release(&c);
 	return r;
 }
 
@@ -224,13 +289,18 @@ int client_task_request(const char *socket_path, const char *method, const char 
 			const char *suffix, json_t **ret, struct error *err)
 {
 	char target[CLIENT_TARGET_MAX];
-	struct client c;
 	int r = client_task_target(target, sizeof(target), id, suffix, err);
 	if (r < 0)
 		return r;
-	if ((r = client_init(&c, socket_path, err)) < 0)
+	return call_once(socket_path, method, target, NULL, ret, err);
+}
+
+int client_sandbox_request(const char *socket_path, const char *method, const char *id,
+			   const char *suffix, const json_t *body, json_t **ret, struct error *err)
+{
+	char target[CLIENT_TARGET_MAX];
+	int r = client_sandbox_target(target, sizeof(target), id, suffix, err);
+	if (r < 0)
 		return r;
-	r = client_call(&c, method, target, NULL, ret, err);
-	client_release(&c);
-	return r;
+	return call_once(socket_path, method, target, body, ret, err);
 }

@@ -38,9 +38,11 @@
 /* The help text every daemon verb ends its option list with. */
 #define CLIENT_HELP_SOCKET                                                                         \
 	"  --socket PATH   agentboxd's unix socket (default $AGENTBOX_HOST, else\n"                \
-	"                  " CLIENT_DEFAULT_SOCKET ")\n"                                           \
-	"\n"                                                                                      \
-	"environment:\n"                                                                          \
+	"                  " CLIENT_DEFAULT_SOCKET ")\n" CLIENT_HELP_ENVIRONMENT
+/* The environment variables every daemon verb reads, after a blank line. */
+#define CLIENT_HELP_ENVIRONMENT                                                                    \
+	"\n"                                                                                       \
+	"environment:\n"                                                                           \
 	"  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"                             \
 	"  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
 #define CLIENT_CONNECT_TIMEOUT_MS 5000
@@ -65,6 +67,39 @@ int client_init(struct client *c, const char *socket_path, struct error *err);
 void client_release(struct client *c);
 
 /*
+ * One request, the most general form; client_call() and client_stream()
+ * below are the usual ones. The body is at most one of: json (sent as
+ * application/json), body/body_len (raw bytes), or body_len bytes pulled
+ * from read_body (http-client.h); raw bodies go as content_type, NULL =
+ * application/octet-stream. A 2xx answer goes to on_body as it arrives
+ * when that is set (then *ret is left alone), else it is parsed as JSON
+ * into *ret (ret may be NULL to drop it). An error answer is always read
+ * whole and reported as in the header comment above.
+ */
+struct client_request {
+	const char *method; /* "GET", "POST", "PUT", "DELETE" */
+	const char *target; /* "/v1/sandboxes/ID/files?path=..." */
+	const json_t *json;
+	const char *body;
+	size_t body_len;
+	http_body_reader_fn read_body;
+	void *read_body_data;
+	const char *content_type;
+	const char *accept; /* the Accept header's value; NULL = application/json */
+	http_body_fn on_body;
+	void *data; /* for on_body */
+	/*
+	 * How long the answer may pause: 0 = c->read_timeout_ms, -1 = forever
+	 * (a stream that lasts as long as what it follows).
+	 */
+	int read_timeout_ms;
+	int64_t deadline_ms; /* http_now_ms() by which it all ends; 0 = none */
+};
+
+int client_request(struct client *c, const struct client_request *req, json_t **ret,
+		   struct error *err);
+
+/*
  * One request with an optional JSON body (sent as application/json) and a
  * JSON answer: on 2xx, *ret gets the parsed body (a JSON value of any
  * kind; ret may be NULL to drop it).
@@ -74,7 +109,7 @@ int client_call(struct client *c, const char *method, const char *target, const 
 
 /*
  * A GET whose 2xx body is handed to fn as it arrives; accept is the
- * Accept header (NULL = none). Returns when the body ends, when fn
+ * Accept header's value (NULL = any). Returns when the body ends, when fn
  * returns > 0, when nothing came for read_timeout_ms (0 = wait forever,
  * as streams that follow a task do), or by deadline_ms (http_now_ms(); 0
  * = none); running out of time is -ETIMEDOUT. An error answer is
@@ -83,15 +118,50 @@ int client_call(struct client *c, const char *method, const char *target, const 
 int client_stream(struct client *c, const char *target, const char *accept, int64_t deadline_ms,
 		  int read_timeout_ms, http_body_fn fn, void *data, struct error *err);
 
+/* Pages client_list() follows at most: a daemon that never ends a list cannot keep us. */
+#define CLIENT_PAGES_MAX 100000
+
+/*
+ * One page of a list: items is the page's array (borrowed), page counts
+ * from 0. Return 0 to go on, or -errno with err set to stop.
+ */
+typedef int (*client_page_fn)(json_t *items, int page, void *data, struct error *err);
+
+/*
+ * A list route (GET /v1/tasks, /v1/sandboxes), page after page: target
+ * (which may carry a query already), then target with after=<next> for as
+ * long as the answer's "next" is an id; each page's array called key
+ * ("tasks", "sandboxes") goes to fn as it arrives. 0 after the last page,
+ * or -errno with err set (pages before the failure have reached fn).
+ */
+int client_list(struct client *c, const char *target, const char *key, client_page_fn fn,
+		void *data, struct error *err);
+
 /* ---- what the verbs share (task-view.c) ------------------------------- */
 
 /*
- * "/v1/tasks/ID" + suffix into buf. The id must look like an id
- * ([A-Za-z0-9_-], at most CLIENT_ID_MAX bytes) before it goes into a
- * path: -EINVAL with err set otherwise.
+ * Does id look like an id, safe to put in a path: 1 to CLIENT_ID_MAX
+ * bytes of [A-Za-z0-9_-]? Whether it names anything is agentboxd's to say.
+ */
+bool client_id_is_valid(const char *id);
+
+/*
+ * "/v1/tasks/ID" + suffix into buf. The id must pass client_id_is_valid()
+ * before it goes into a path: -EINVAL with err set otherwise ("'x' is not
+ * a task id").
  */
 int client_task_target(char *buf, size_t size, const char *id, const char *suffix,
 		       struct error *err);
+
+/* "/v1/sandboxes/ID" + suffix into buf, as client_task_target(). */
+int client_sandbox_target(char *buf, size_t size, const char *id, const char *suffix,
+			  struct error *err);
+
+/*
+ * "/v1/sandboxes/ID/files?path=PATH", PATH percent-encoded, malloc'd into
+ * *ret. -EINVAL for a bad id, -ENOMEM.
+ */
+int client_sandbox_file_target(const char *id, const char *path, char **ret, struct error *err);
 
 /*
  * The exit status `agentbox wait` returns for a task that ended in
@@ -110,6 +180,13 @@ bool client_status_is_final(const char *status);
  */
 int client_task_request(const char *socket_path, const char *method, const char *id,
 			const char *suffix, json_t **ret, struct error *err);
+
+/*
+ * As client_task_request(), on a sandbox's route, with an optional JSON
+ * body (POST .../timeout takes one).
+ */
+int client_sandbox_request(const char *socket_path, const char *method, const char *id,
+			   const char *suffix, const json_t *body, json_t **ret, struct error *err);
 
 /* Print JSON indented by two spaces, with a newline. 0 or -EIO. */
 int client_print_json(FILE *f, const json_t *json);

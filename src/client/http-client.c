@@ -30,6 +30,8 @@
 #define HTTP_LENGTH_MAX (UINT64_C(1) << 53)
 /* Hex digits of a chunk size: 15 keep it below 2^60. */
 #define HTTP_CHUNK_DIGITS_MAX 15
+/* The piece a request body is pulled from its reader in. */
+#define HTTP_SEND_PIECE (64u << 10)
 
 static const struct http_options default_options;
 
@@ -85,6 +87,30 @@ static bool has_ctl(const char *s, size_t n)
 		if (is_ctl(s[i]))
 			return true;
 	return false;
+}
+
+size_t http_query_escape(const char *s, char *buf, size_t size)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		char one[3] = {(char)*p};
+		size_t k = 1;
+		bool plain = (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+			     (*p >= 'A' && *p <= 'Z') || (*p && strchr("-._~/", *p));
+		if (!plain) {
+			one[0] = '%';
+			one[1] = hex[*p >> 4];
+			one[2] = hex[*p & 0xf];
+			k = 3;
+		}
+		for (size_t i = 0; i < k; i++, n++)
+			if (n + 1 < size)
+				buf[n] = one[i];
+	}
+	if (size > 0)
+		buf[n < size ? n : size - 1] = '\0';
+	return n;
 }
 
 /* ---- endpoints -------------------------------------------------------- */
@@ -464,12 +490,13 @@ static int build_request(const struct http_request *req, struct strbuf *b, struc
 	    (r = head_add(b, "Host", ": ", host)) < 0 ||
 	    (r = head_add(b, "Connection", ": ", "close")) < 0)
 		goto fail;
-	if (req->body || method_needs_length(req->method)) {
-		snprintf(line, sizeof(line), "%zu", req->body ? req->body_len : 0);
+	bool has_body = req->body || req->read_body;
+	if (has_body || method_needs_length(req->method)) {
+		snprintf(line, sizeof(line), "%zu", has_body ? req->body_len : 0);
 		if ((r = head_add(b, "Content-Length", ": ", line)) < 0)
 			goto fail;
 	}
-	if (req->body && req->content_type &&
+	if (has_body && req->content_type &&
 	    (r = head_add(b, "Content-Type", ": ", req->content_type)) < 0)
 		goto fail;
 	for (const char *const *h = req->headers; h && *h; h++) {
@@ -862,6 +889,45 @@ static int read_chunked_body(struct conn *c, struct body *b)
 
 /* ---- the exchange ----------------------------------------------------- */
 
+/*
+ * Send body_len bytes pulled from req->read_body. A failure of the
+ * reader's (or a body shorter than said) sets *ret_local and goes to err:
+ * the server still waits for the rest, so there is no answer to read. A
+ * failure to send goes to c->err, as conn_send()'s do.
+ */
+static int send_from_reader(struct conn *c, const struct http_request *req, struct error *err,
+			    bool *ret_local)
+{
+	_cleanup_free_ char *piece = malloc(HTTP_SEND_PIECE);
+	if (!piece) {
+		*ret_local = true;
+		return error_set_errno(err, ENOMEM, "sending the request body");
+	}
+	size_t left = req->body_len;
+	while (left > 0) {
+		size_t want = left < HTTP_SEND_PIECE ? left : HTTP_SEND_PIECE;
+		ssize_t n = req->read_body(req->read_body_data, piece, want, err);
+		if (n <= 0 || (size_t)n > want) {
+			*ret_local = true;
+			if (n < 0 && error_is_set(err))
+				return (int)n;
+			if (n < 0)
+				return error_set(err, (int)-n, "reading the request body: %s",
+						 strerror((int)-n));
+			if (n == 0)
+				return error_set(err, EIO,
+						 "the request body ended after %zu of %zu bytes",
+						 req->body_len - left, req->body_len);
+			return error_set(err, EINVAL, "internal: a body reader overran its buffer");
+		}
+		int r = conn_send(c, piece, (size_t)n);
+		if (r < 0)
+			return r;
+		left -= (size_t)n;
+	}
+	return 0;
+}
+
 int http_exchange(int fd, const char *name, const struct http_request *req,
 		  const struct http_options *opt, struct http_response *ret, struct error *err)
 {
@@ -887,9 +953,14 @@ int http_exchange(int fd, const char *name, const struct http_request *req,
 	 * A server may answer early and close (413, say): if sending fails,
 	 * read the answer anyway, and report the send error only if none came.
 	 */
+	bool local = false;
 	r = conn_send(&c, head.p, head.len);
 	if (r == 0 && req->body && req->body_len > 0)
 		r = conn_send(&c, req->body, req->body_len);
+	else if (r == 0 && req->read_body)
+		r = send_from_reader(&c, req, err, &local);
+	if (local)
+		goto out;
 	bool sent = r == 0;
 	if (r == -ETIMEDOUT || (r < 0 && r != -EPIPE && r != -ECONNRESET)) {
 		*err = send_err;

@@ -18,10 +18,12 @@
  * is an error (-ECONNRESET), not a short body; a malformed response is
  * -EPROTO.
  *
- * Bodies are either buffered (at most opt->body_max, HTTP_BODY_MAX by
- * default) or, when opt->on_body is set and the status is 2xx, handed to
- * it piece by piece as they arrive (logs -f, Server-Sent Events); error
- * bodies are always buffered, so the caller can read the error.
+ * Response bodies are either buffered (at most opt->body_max,
+ * HTTP_BODY_MAX by default) or, when opt->on_body is set and the status is
+ * 2xx, handed to it piece by piece as they arrive (logs -f, Server-Sent
+ * Events); error bodies are always buffered, so the caller can read the
+ * error. A request body is sent from memory or, piece by piece, from a
+ * reader (a file copied into a sandbox), always with its Content-Length.
  *
  * Time: opt->connect_timeout_ms bounds the connect, opt->read_timeout_ms
  * each wait for the socket to become readable or writable (0 = wait
@@ -45,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The status line, the headers and the final CRLF; and, apart, the trailers. */
 #define HTTP_HEAD_MAX (64u << 10)
@@ -113,13 +116,29 @@ const char *http_response_header(const struct http_response *r, const char *name
 typedef int (*http_body_fn)(const struct http_response *res, const char *buf, size_t len,
 			    void *data, struct error *err);
 
+/*
+ * Where a request body comes from when it is not in memory: called for
+ * the next piece as the body is sent, with room for size bytes (never 0).
+ * Returns how many bytes it put in buf (1 to size), 0 when it has no more,
+ * or -errno (fill err; otherwise a generic line is set).
+ */
+typedef ssize_t (*http_body_reader_fn)(void *data, char *buf, size_t size, struct error *err);
+
 struct http_request {
-	const char *method;	    /* "GET", "POST" */
+	const char *method;	    /* "GET", "POST", "PUT", "DELETE" */
 	const char *target;	    /* origin form: "/v1/tasks?status=queued" */
 	const char *host;	    /* the Host header; NULL = "localhost" */
 	const char *const *headers; /* more "Name: value" lines, NULL-terminated; may be NULL */
-	const char *body;	    /* NULL = no body (POST then sends Content-Length: 0) */
-	size_t body_len;
+	const char *body;	    /* NULL = no body (POST, PUT then send Content-Length: 0) */
+	size_t body_len;	    /* of body, or of what read_body gives */
+	/*
+	 * Instead of body: exactly body_len bytes pulled from read_body as
+	 * they are sent, so a large body never sits in memory whole. A reader
+	 * that ends before body_len bytes fails the request (-EIO) before the
+	 * server's answer is read; one that has more is not asked for it.
+	 */
+	http_body_reader_fn read_body;
+	void *read_body_data;
 	const char *content_type; /* with a body; NULL = none sent */
 	bool head;		  /* a HEAD request: the response has no body */
 };
@@ -133,6 +152,15 @@ struct http_options {
 	http_body_fn on_body; /* stream 2xx bodies here instead of buffering them */
 	void *data;	      /* for on_body */
 };
+
+/*
+ * Percent-encode s as a query value: every byte but A-Z a-z 0-9 - . _ ~ /
+ * becomes %XX (upper-case hex), so '%', '+', '&', '=', '#', '?', spaces,
+ * control characters and non-ASCII bytes never reach the server bare.
+ * Like snprintf: writes at most size bytes (a NUL included, when size >
+ * 0) and returns the length of the whole encoding, at most 3 * strlen(s).
+ */
+size_t http_query_escape(const char *s, char *buf, size_t size);
 
 /* CLOCK_MONOTONIC in ms, the clock of deadline_ms. */
 int64_t http_now_ms(void);

@@ -1,6 +1,6 @@
 /*
- * task-view.c - what the client verbs share about tasks: ids in paths,
- * exit statuses, and compact one-line views (client.h).
+ * task-view.c - what the client verbs share about tasks and sandboxes: ids
+ * in paths, exit statuses, and compact one-line views (client.h).
  */
 #include "client/client.h"
 
@@ -10,22 +10,59 @@
 #include <string.h>
 #include <time.h>
 
-int client_task_target(char *buf, size_t size, const char *id, const char *suffix,
-		       struct error *err)
+bool client_id_is_valid(const char *id)
 {
 	size_t n = strlen(id);
 	if (n == 0 || n > CLIENT_ID_MAX)
-		return error_set(err, EINVAL, "'%.*s' is not a task id", CLIENT_ID_MAX, id);
+		return false;
 	for (size_t i = 0; i < n; i++) {
 		char ch = id[i];
 		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 			  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
 		if (!ok)
-			return error_set(err, EINVAL, "'%s' is not a task id", id);
+			return false;
 	}
-	int w = snprintf(buf, size, "/v1/tasks/%s%s", id, suffix ? suffix : "");
+	return true;
+}
+
+static int id_target(char *buf, size_t size, const char *collection, const char *what,
+		     const char *id, const char *suffix, struct error *err)
+{
+	if (!client_id_is_valid(id))
+		return error_set(err, EINVAL, "'%.*s%s' is not a %s id", CLIENT_ID_MAX, id,
+				 strlen(id) > CLIENT_ID_MAX ? "..." : "", what);
+	int w = snprintf(buf, size, "/v1/%s/%s%s", collection, id, suffix ? suffix : "");
 	if (w < 0 || (size_t)w >= size)
 		return error_set(err, ENAMETOOLONG, "internal: the request path is too long");
+	return 0;
+}
+
+int client_task_target(char *buf, size_t size, const char *id, const char *suffix,
+		       struct error *err)
+{
+	return id_target(buf, size, "tasks", "task", id, suffix, err);
+}
+
+int client_sandbox_target(char *buf, size_t size, const char *id, const char *suffix,
+			  struct error *err)
+{
+	return id_target(buf, size, "sandboxes", "sandbox", id, suffix, err);
+}
+
+int client_sandbox_file_target(const char *id, const char *path, char **ret, struct error *err)
+{
+	char base[CLIENT_TARGET_MAX];
+	int r = client_sandbox_target(base, sizeof(base), id, "/files?path=", err);
+	if (r < 0)
+		return r;
+	size_t blen = strlen(base);
+	size_t need = http_query_escape(path, NULL, 0);
+	char *t = malloc(blen + need + 1);
+	if (!t)
+		return error_set_errno(err, ENOMEM, "building the request");
+	memcpy(t, base, blen);
+	http_query_escape(path, t + blen, need + 1);
+	*ret = t;
 	return 0;
 }
 

@@ -15,11 +15,23 @@ What a test controls:
   fail_next    the next N requests are answered 503 (a daemon restarting)
   error_next   the next request is answered with this (status, code, msg, field)
   requests     what came: a list of Request
+
+Interactive sandboxes (the routes of docs/api.md under /v1/sandboxes):
+  sandboxes    id -> the sandbox object; add_sandbox() makes one
+  files        (id, path) -> the bytes of a file in that sandbox
+  exec_events  id -> canned events for its next exec: a list of
+               (event, data) pairs, or ("sleep", secs); without them the
+               command really runs, on this machine (env and stdin as
+               sent, cwd ignored), and its output is streamed as it comes
 """
+import datetime
 import json
 import os
+import selectors
+import signal
 import socket
 import socketserver
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -37,6 +49,35 @@ def task_id(n):
         digits.append(ID_ALPHABET[n % 32])
         n //= 32
     return "tsk_" + "".join(reversed(digits))
+
+
+def sandbox_id(n):
+    """A well-formed sandbox id: sbx_ and 26 characters."""
+    return "sbx_" + task_id(n)[4:]
+
+
+def is_sandbox_id(s):
+    return (len(s) == 30 and s.startswith("sbx_")
+            and all(ch in ID_ALPHABET for ch in s[4:]))
+
+
+def rfc3339(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.") + f"{int(t * 1000) % 1000:03d}Z"
+
+
+def make_sandbox(sid, status="running", created=None, timeout_s=300, end_reason=None,
+                 limits=None, metadata=None):
+    created = time.time() if created is None else created
+    return {
+        "id": sid, "status": status, "created_at": rfc3339(created),
+        "expires_at": rfc3339(created + timeout_s),
+        "ended_at": rfc3339(created + 1) if status == "ended" else None,
+        "end_reason": end_reason if status == "ended" else None,
+        "end_detail": None,
+        "limits": limits or {"cpus": 1, "disk_mb": 1024, "memory_mb": 512, "pids": 256},
+        "metadata": metadata or {},
+    }
 
 
 def make_task(tid, status="running", attempt=1, max_attempts=1, progress=None,
@@ -120,6 +161,11 @@ class FakeDaemon:
         self.error_next = None
         self.requests = []
         self.created = 0
+        self.sandboxes = {}
+        self.sandbox_env = {}
+        self.files = {}
+        self.exec_events = {}
+        self.next_pid = 7
         self.server = None
         self.thread = None
 
@@ -150,6 +196,10 @@ class FakeDaemon:
     def add_task(self, tid, **kw):
         self.tasks[tid] = make_task(tid, **kw)
         return self.tasks[tid]
+
+    def add_sandbox(self, sid, **kw):
+        self.sandboxes[sid] = make_sandbox(sid, **kw)
+        return self.sandboxes[sid]
 
     def requests_to(self, method, prefix):
         return [r for r in self.requests if r.method == method and r.path.startswith(prefix)]
@@ -225,6 +275,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         self._route(self._record())
 
+    def do_PUT(self):
+        self._route(self._record())
+
+    def do_DELETE(self):
+        self._route(self._record())
+
     def _route(self, req):
         fake = self.fake
         self.close_connection = True
@@ -238,6 +294,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = req.path.strip("/").split("/")
         if req.path == "/healthz":
             return self._send(200, {"status": "ok"})
+        if parts[:2] == ["v1", "sandboxes"]:
+            return self._sandbox_route(req, parts[2:])
         if parts[:2] != ["v1", "tasks"]:
             return self._error(404, "not_found", "no such route")
         if len(parts) == 2:
@@ -348,3 +406,237 @@ class _Handler(BaseHTTPRequestHandler):
                 text = f"id: {step.seq}\nevent: {step.type}\ndata: {json.dumps(ev)}\n\n"
                 self._chunk(text.encode())
         self._end_chunked()
+
+    # ---- interactive sandboxes -------------------------------------------
+    def _json_body(self, req, required=False):
+        """The request's JSON object, or None after answering the error."""
+        if not req.body and not required:
+            return {}
+        if req.headers.get("content-type", "").split(";")[0] != "application/json":
+            self._error(415, "unsupported_media_type",
+                        "the body must be sent as Content-Type: application/json")
+            return None
+        try:
+            body = json.loads(req.body)
+        except ValueError:
+            self._error(400, "invalid_json", "not JSON")
+            return None
+        if not isinstance(body, dict):
+            self._error(400, "invalid_json", "not a JSON object")
+            return None
+        return body
+
+    def _check_fields(self, body, known):
+        for k in body:
+            if k not in known:
+                self._error(400, "unknown_field", f"unknown field {k}", k)
+                return False
+        return True
+
+    def _timeout_ok(self, body, top):
+        t = body.get("timeout_s", 1)
+        if not isinstance(t, int) or isinstance(t, bool) or not 1 <= t <= top:
+            self._error(400, "invalid_field",
+                        f"timeout_s must be an integer from 1 to {top}", "timeout_s")
+            return False
+        return True
+
+    def _sandbox_route(self, req, rest):
+        fake = self.fake
+        if not rest:
+            if req.method == "POST":
+                return self._sandbox_create(req)
+            if req.method == "GET":
+                return self._sandbox_list(req)
+            return self._error(405, "method_not_allowed", "not this method")
+        sid, rest = rest[0], rest[1:]
+        if not is_sandbox_id(sid):
+            return self._error(400, "invalid_id", f"'{sid}' is not a sandbox id")
+        sb = fake.sandboxes.get(sid)
+        if sb is None:
+            return self._error(404, "not_found", f"no sandbox {sid}")
+        ended = sb["status"] == "ended"
+        if not rest:
+            if req.method == "GET":
+                return self._send(200, sb)
+            if req.method == "DELETE":
+                if ended:
+                    return self._error(409, "sandbox_ended", f"sandbox {sid} has ended")
+                sb.update(status="ended", end_reason="deleted", ended_at=rfc3339(time.time()))
+                return self._send(200, sb)
+            return self._error(405, "method_not_allowed", "not this method")
+        if rest == ["pause"] or rest == ["resume"] or rest == ["timeout"]:
+            if req.method != "POST":
+                return self._error(405, "method_not_allowed", "not this method")
+            if ended:
+                return self._error(409, "sandbox_ended", f"sandbox {sid} has ended")
+            if rest == ["timeout"]:
+                body = self._json_body(req, required=True)
+                if body is None or not self._check_fields(body, {"timeout_s"}):
+                    return None
+                if "timeout_s" not in body:
+                    return self._error(400, "missing_field", "timeout_s is required",
+                                       "timeout_s")
+                if not self._timeout_ok(body, 604800):
+                    return None
+                sb["expires_at"] = rfc3339(time.time() + body["timeout_s"])
+            else:
+                sb["status"] = "paused" if rest == ["pause"] else "running"
+            return self._send(200, sb)
+        if rest == ["exec"] and req.method == "POST":
+            if ended:
+                return self._error(409, "sandbox_ended", f"sandbox {sid} has ended")
+            if sb["status"] == "paused":
+                return self._error(409, "sandbox_paused", f"sandbox {sid} is paused")
+            return self._exec(req, sid)
+        if rest == ["files"]:
+            return self._files(req, sid, sb)
+        return self._error(404, "not_found", "no such route")
+
+    def _sandbox_create(self, req):
+        body = self._json_body(req)
+        if body is None:
+            return None
+        if not self._check_fields(body, {"limits", "timeout_s", "env", "metadata"}):
+            return None
+        if not self._timeout_ok(body, 604800):
+            return None
+        with self.fake.lock:
+            self.fake.created += 1
+            sid = sandbox_id(5000 + self.fake.created)
+        limits = {"cpus": 1, "disk_mb": 1024, "memory_mb": 512, "pids": 256}
+        limits.update(body.get("limits", {}))
+        sb = make_sandbox(sid, timeout_s=body.get("timeout_s", 300), limits=limits,
+                          metadata=body.get("metadata", {}))
+        self.fake.sandbox_env[sid] = body.get("env", {})
+        self.fake.sandboxes[sid] = sb
+        return self._send(201, sb)
+
+    def _sandbox_list(self, req):
+        fake = self.fake
+        wanted = set(req.query.get("status", ["running,paused"])[0].split(","))
+        sbs = sorted((s for s in fake.sandboxes.values() if s["status"] in wanted),
+                     key=lambda s: s["id"])
+        after = req.query.get("after", [None])[0]
+        if after:
+            sbs = [s for s in sbs if s["id"] > after]
+        page = sbs[:fake.page_size]
+        nxt = page[-1]["id"] if len(sbs) > fake.page_size else None
+        return self._send(200, {"sandboxes": page, "next": nxt})
+
+    def _files(self, req, sid, sb):
+        fake = self.fake
+        path = req.query.get("path", [None])[0]
+        if path is None or not path.startswith("/") or len(path) > 1024:
+            return self._error(400, "invalid_field", "path must be an absolute path", "path")
+        if sb["status"] == "ended":
+            return self._error(409, "sandbox_ended", f"sandbox {sid} has ended")
+        if sb["status"] == "paused":
+            return self._error(409, "sandbox_paused", f"sandbox {sid} is paused")
+        if req.method == "PUT":
+            if len(req.body) > 64 << 20:
+                return self._error(413, "file_too_large", "a file holds at most 64 MiB")
+            if path.endswith("/"):
+                return self._error(400, "not_a_file", f"{path} is a directory")
+            fake.files[(sid, path)] = req.body
+            return self._send(201, {"path": path, "size": len(req.body)})
+        if req.method == "GET":
+            if (sid, path) not in fake.files:
+                return self._error(404, "file_not_found", f"no file {path}")
+            return self._send(200, fake.files[(sid, path)], "application/octet-stream")
+        return self._error(405, "method_not_allowed", "not this method")
+
+    def _exec(self, req, sid):
+        fake = self.fake
+        body = self._json_body(req, required=True)
+        if body is None:
+            return None
+        if not self._check_fields(body, {"command", "stdin", "env", "cwd", "timeout_s",
+                                         "background"}):
+            return None
+        cmd = body.get("command")
+        if not isinstance(cmd, list) or not cmd:
+            return self._error(400, "missing_field", "command is required", "command")
+        if "timeout_s" in body and not self._timeout_ok(body, 86400):
+            return None
+        with fake.lock:
+            pid = fake.next_pid
+            fake.next_pid += 1
+        if body.get("background"):
+            return self._send(202, {"pid": pid})
+        stream = "text/event-stream" in req.headers.get("accept", "")
+        canned = fake.exec_events.pop(sid, None)
+        events = self._canned(canned) if canned is not None else \
+            self._run_here(body, fake.sandbox_env.get(sid, {}), pid)
+        if not stream:
+            out = {"stdout": "", "stderr": ""}
+            for name, data in events:
+                if name in ("stdout", "stderr"):
+                    out[name] += data["data"]
+                elif name == "exit":
+                    out.update(data)
+            return self._send(200, out)
+        self._start_chunked("text/event-stream")
+        for name, data in events:
+            if name == "drop":
+                return self._drop()
+            self._chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self._end_chunked()
+
+    @staticmethod
+    def _canned(steps):
+        for step in steps:
+            if step[0] == "sleep":
+                time.sleep(step[1])
+            else:
+                yield step
+
+    @staticmethod
+    def _run_here(body, base_env, pid):
+        """Run the command on this machine, yielding events as its output comes."""
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+        env.update(base_env)
+        env.update(body.get("env", {}))
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(body["command"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    start_new_session=True)
+        except FileNotFoundError:
+            yield "start", {"pid": pid}
+            yield "exit", {"pid": pid, "exit_code": 127, "signal": None, "oom_killed": False,
+                           "timed_out": False, "duration_ms": 0, "truncated": False}
+            return
+        yield "start", {"pid": pid}
+        threading.Thread(target=_feed, args=(proc.stdin, body.get("stdin", "").encode()),
+                         daemon=True).start()
+        deadline = t0 + body["timeout_s"] if "timeout_s" in body else None
+        timed_out = False
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
+        sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+        while sel.get_map():
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = sel.select(wait)
+            if not ready and deadline is not None and time.monotonic() >= deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                timed_out, deadline = True, None
+            for key, _ in ready:
+                data = os.read(key.fileobj.fileno(), 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                yield key.data, {"data": data.decode("utf-8", "replace")}
+        status = proc.wait()
+        sig = -status if status < 0 else None
+        yield "exit", {"pid": pid, "exit_code": 128 + sig if sig else status, "signal": sig,
+                       "oom_killed": False, "timed_out": timed_out,
+                       "duration_ms": int((time.monotonic() - t0) * 1000), "truncated": False}
+
+
+def _feed(pipe, data):
+    try:
+        pipe.write(data)
+        pipe.close()
+    except OSError:
+        pass

@@ -1,6 +1,7 @@
 /*
- * test-http-client.c - the HTTP/1.1 client, the Server-Sent Events parser
- * and the small task views of src/client/.
+ * test-http-client.c - the HTTP/1.1 client (request bodies from memory or a
+ * reader, query escaping), the Server-Sent Events parser and the small
+ * task and sandbox views of src/client/.
  *
  * Each exchange runs against a tiny server in a forked child on the other
  * end of a socketpair: it reads the request (and copies it to a pipe, so
@@ -240,6 +241,152 @@ static void test_request_with_body_and_headers(void **state)
 	exchange(&s, &sp, &opt, out);
 	assert_int_equal(out->r, -EINVAL);
 	free(out);
+}
+
+/* Hands out body in pieces of at most step bytes; fails or ends early on request. */
+struct pieces {
+	const char *body;
+	size_t len, pos, step;
+	size_t stop_at; /* claim the end here; 0 = never */
+	int fail_at;	/* return -EIO at this call; 0 = never */
+	bool set_err;	/* and say why in err */
+	int calls;
+};
+
+static ssize_t give_pieces(void *data, char *buf, size_t size, struct error *err)
+{
+	struct pieces *p = data;
+	assert_true(size > 0);
+	p->calls++;
+	if (p->fail_at && p->calls == p->fail_at)
+		return p->set_err ? error_set(err, EIO, "the disk is on fire") : -EIO;
+	size_t end = p->stop_at ? p->stop_at : p->len;
+	size_t n = end - p->pos;
+	if (n > p->step)
+		n = p->step;
+	if (n > size)
+		n = size;
+	memcpy(buf, p->body + p->pos, n);
+	p->pos += n;
+	return (ssize_t)n;
+}
+
+static void test_request_body_from_reader(void **state)
+{
+	(void)state;
+	static char body[3001];
+	for (size_t i = 0; i < 3000; i++)
+		body[i] = (char)('a' + i % 26);
+	struct pieces pc = {.body = body, .len = 3000, .step = 7};
+	struct http_request req = {
+	    .method = "PUT",
+	    .target = "/f?path=%2Fa",
+	    .body_len = 3000,
+	    .read_body = give_pieces,
+	    .read_body_data = &pc,
+	    .content_type = "application/octet-stream",
+	};
+	struct script s = {.parts = {"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"}};
+	struct http_options opt = {.read_timeout_ms = 5000};
+	struct run *out = calloc(1, sizeof(*out));
+	exchange(&s, &req, &opt, out);
+	assert_int_equal(out->r, 0);
+	assert_int_equal(out->res.status, 201);
+	const char *head = "PUT /f?path=%2Fa HTTP/1.1\r\n"
+			   "Host: localhost\r\n"
+			   "Connection: close\r\n"
+			   "Content-Length: 3000\r\n"
+			   "Content-Type: application/octet-stream\r\n"
+			   "\r\n";
+	assert_int_equal(strncmp(out->sent, head, strlen(head)), 0);
+	assert_string_equal(out->sent + strlen(head), body);
+	assert_int_equal(pc.calls, (3000 + 6) / 7);
+	http_response_release(&out->res);
+
+	/* a reader that ends early fails the request, before any answer is read */
+	struct pieces shrt = {.body = body, .len = 3000, .step = 1000, .stop_at = 2000};
+	req.read_body_data = &shrt;
+	exchange(&s, &req, &opt, out);
+	assert_int_equal(out->r, -EIO);
+	assert_string_equal(out->err.msg, "the request body ended after 2000 of 3000 bytes");
+
+	/* a reader's own failure, with its message or without */
+	struct pieces bad = {.body = body, .len = 3000, .step = 100, .fail_at = 3, .set_err = true};
+	req.read_body_data = &bad;
+	exchange(&s, &req, &opt, out);
+	assert_int_equal(out->r, -EIO);
+	assert_string_equal(out->err.msg, "the disk is on fire");
+	struct pieces bad2 = {.body = body, .len = 3000, .step = 100, .fail_at = 1};
+	req.read_body_data = &bad2;
+	exchange(&s, &req, &opt, out);
+	assert_int_equal(out->r, -EIO);
+	assert_non_null(strstr(out->err.msg, "reading the request body"));
+
+	/* an empty body from a reader is never read */
+	struct pieces none = {.body = body, .len = 0, .step = 1};
+	req.read_body_data = &none;
+	req.body_len = 0;
+	exchange(&s, &req, &opt, out);
+	assert_int_equal(out->r, 0);
+	assert_int_equal(none.calls, 0);
+	assert_non_null(strstr(out->sent, "Content-Length: 0\r\n"));
+	http_response_release(&out->res);
+	free(out);
+}
+
+static void test_delete_and_put(void **state)
+{
+	(void)state;
+	struct script s = {.parts = {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"}};
+	struct http_options opt = {.read_timeout_ms = 5000};
+	struct run *out = calloc(1, sizeof(*out));
+	struct http_request del = {.method = "DELETE", .target = "/v1/sandboxes/sbx_a"};
+	exchange(&s, &del, &opt, out);
+	assert_int_equal(out->r, 0);
+	assert_string_equal(out->sent, "DELETE /v1/sandboxes/sbx_a HTTP/1.1\r\n"
+				       "Host: localhost\r\n"
+				       "Connection: close\r\n"
+				       "\r\n");
+	http_response_release(&out->res);
+
+	/* raw bytes, NULs included, go as they are */
+	struct http_request put = {.method = "PUT",
+				   .target = "/f",
+				   .body = "a\0b",
+				   .body_len = 3,
+				   .content_type = "application/octet-stream"};
+	exchange(&s, &put, &opt, out);
+	assert_int_equal(out->r, 0);
+	const char *head = "PUT /f HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+			   "Content-Length: 3\r\nContent-Type: application/octet-stream\r\n\r\n";
+	assert_int_equal(strncmp(out->sent, head, strlen(head)), 0);
+	assert_memory_equal(out->sent + strlen(head), "a\0b", 3);
+	http_response_release(&out->res);
+
+	/* a PUT without a body still says how long it is */
+	struct http_request empty = {.method = "PUT", .target = "/f"};
+	exchange(&s, &empty, &opt, out);
+	assert_non_null(strstr(out->sent, "Content-Length: 0\r\n"));
+	http_response_release(&out->res);
+	free(out);
+}
+
+static void test_query_escape(void **state)
+{
+	(void)state;
+	char buf[128];
+	assert_int_equal(http_query_escape("/workspace/a-b_c.d~e", buf, sizeof(buf)), 20);
+	assert_string_equal(buf, "/workspace/a-b_c.d~e");
+	const char *nasty = "/a b+c&d=e#f?g%h\xc3\xa9\x01\x7f";
+	size_t n = http_query_escape(nasty, buf, sizeof(buf));
+	assert_string_equal(buf, "/a%20b%2Bc%26d%3De%23f%3Fg%25h%C3%A9%01%7F");
+	assert_int_equal(n, strlen(buf));
+	/* like snprintf: the length it needs, and what fits */
+	assert_int_equal(http_query_escape(nasty, NULL, 0), n);
+	assert_int_equal(http_query_escape("a b", buf, 3), 5);
+	assert_string_equal(buf, "a%");
+	assert_int_equal(http_query_escape("", buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "");
 }
 
 static const char chunked[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -1026,6 +1173,30 @@ static void test_task_views(void **state)
 	assert_int_equal(client_task_target(target, sizeof(target), "../x", NULL, &err), -EINVAL);
 	assert_int_equal(client_task_target(target, sizeof(target), "a?b", NULL, &err), -EINVAL);
 	assert_int_equal(client_task_target(target, sizeof(target), "", NULL, &err), -EINVAL);
+	assert_string_equal(err.msg, "'' is not a task id");
+
+	assert_true(client_id_is_valid("sbx_8e3x0k0c3y7qk4f4h5vbb2s1mw"));
+	assert_false(client_id_is_valid("sbx/x"));
+	assert_false(client_id_is_valid(""));
+	char longid[CLIENT_ID_MAX + 2];
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[CLIENT_ID_MAX + 1] = '\0';
+	assert_false(client_id_is_valid(longid));
+	longid[CLIENT_ID_MAX] = '\0';
+	assert_true(client_id_is_valid(longid));
+
+	assert_int_equal(client_sandbox_target(target, sizeof(target), "sbx_a", "/exec", &err), 0);
+	assert_string_equal(target, "/v1/sandboxes/sbx_a/exec");
+	assert_int_equal(client_sandbox_target(target, sizeof(target), "a b", NULL, &err), -EINVAL);
+	assert_string_equal(err.msg, "'a b' is not a sandbox id");
+
+	char *ft = NULL;
+	assert_int_equal(client_sandbox_file_target("sbx_a", "/w/a b&c.py", &ft, &err), 0);
+	assert_string_equal(ft, "/v1/sandboxes/sbx_a/files?path=/w/a%20b%26c.py");
+	free(ft);
+	ft = NULL;
+	assert_int_equal(client_sandbox_file_target("../x", "/w", &ft, &err), -EINVAL);
+	assert_null(ft);
 }
 
 int main(void)
@@ -1035,6 +1206,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_content_length),
 	    cmocka_unit_test(test_request_with_body_and_headers),
+	    cmocka_unit_test(test_request_body_from_reader),
+	    cmocka_unit_test(test_delete_and_put),
+	    cmocka_unit_test(test_query_escape),
 	    cmocka_unit_test(test_chunked),
 	    cmocka_unit_test(test_chunked_split_across_reads),
 	    cmocka_unit_test(test_body_until_close_and_empty_bodies),

@@ -1,0 +1,152 @@
+/*
+ * options.c - the request options verbs share (options.h).
+ */
+#include "cli/options.h"
+
+#include "base/cleanup.h"
+#include "base/parse.h"
+
+#include <errno.h>
+#include <string.h>
+
+static int nomem(struct error *err)
+{
+	return error_set_errno(err, ENOMEM, "building the request");
+}
+
+int cli_body_set(json_t *body, const char *key, json_t *value, struct error *err)
+{
+	if (!value || json_object_set_new(body, key, value) < 0)
+		return nomem(err);
+	return 0;
+}
+
+/* body[key] as an object, created empty on first use; NULL = ENOMEM. */
+static json_t *member(json_t *body, const char *key)
+{
+	json_t *m = json_object_get(body, key);
+	if (m)
+		return m;
+	m = json_object();
+	if (!m || json_object_set_new(body, key, m) < 0)
+		return NULL;
+	return m;
+}
+
+int cli_body_limit(json_t *body, const char *key, json_t *value, struct error *err)
+{
+	json_t *limits = member(body, "limits");
+	if (!limits) {
+		json_decref(value);
+		return nomem(err);
+	}
+	return cli_body_set(limits, key, value, err);
+}
+
+json_t *cli_thousandths(uint64_t milli)
+{
+	if (milli % 1000 == 0)
+		return json_integer((json_int_t)(milli / 1000));
+	return json_real((double)milli / 1000.0);
+}
+
+int cli_parse_duration(const char *name, const char *arg, uint64_t *ret_ms, struct error *err)
+{
+	uint64_t ms;
+	if (parse_duration_ms(arg, &ms) < 0 || ms == 0 || ms > INT64_MAX / 2)
+		return error_set(err, EINVAL, "%s: '%s' is not a duration (e.g. 90s, 2h)", name,
+				 arg);
+	*ret_ms = ms;
+	return 0;
+}
+
+static int size_mib(json_t *body, const char *opt, const char *arg, const char *key,
+		    struct error *err)
+{
+	uint64_t bytes;
+	if (parse_size(arg, &bytes) < 0)
+		return error_set(err, EINVAL, "--%s: '%s' is not a size (e.g. 512m, 2g)", opt, arg);
+	if (bytes == 0)
+		return error_set(err, EINVAL, "--%s: must be more than 0", opt);
+	uint64_t mib = bytes / (1u << 20) + (bytes % (1u << 20) ? 1 : 0);
+	return cli_body_limit(body, key, json_integer((json_int_t)mib), err);
+}
+
+/* KEY=VALUE into body[member][KEY] as a string; a key given twice is an error. */
+static int add_pair(json_t *body, const char *opt, const char *member_key, const char *arg,
+		    struct error *err)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg)
+		return error_set(err, EINVAL, "--%s: '%s' is not KEY=VALUE", opt, arg);
+	_cleanup_free_ char *key = strndup(arg, (size_t)(eq - arg));
+	json_t *m = member(body, member_key);
+	if (!key || !m)
+		return nomem(err);
+	if (json_object_get(m, key))
+		return error_set(err, EINVAL, "--%s: %s is given twice", opt, key);
+	json_t *v = json_string(eq + 1);
+	if (!v)
+		return error_set(err, EINVAL, "--%s: the value of %s is not UTF-8 text", opt, key);
+	return cli_body_set(m, key, v, err);
+}
+
+static int add_metadata(json_t *body, const char *arg, struct error *err)
+{
+	if (arg[0] != '{' && arg[0] != '[')
+		return add_pair(body, "metadata", "metadata", arg, err);
+	json_error_t jerr;
+	json_t *obj = json_loads(arg, JSON_REJECT_DUPLICATES, &jerr);
+	if (!obj)
+		return error_set(err, EINVAL, "--metadata: not JSON: %s", jerr.text);
+	int r = 0;
+	json_t *m = member(body, "metadata");
+	if (!json_is_object(obj)) {
+		r = error_set(err, EINVAL, "--metadata: must be a JSON object");
+	} else if (!m) {
+		r = nomem(err);
+	} else {
+		const char *key;
+		json_t *value;
+		json_object_foreach(obj, key, value)
+		{
+			if (json_object_get(m, key)) {
+				r = error_set(err, EINVAL, "--metadata: %s is given twice", key);
+				break;
+			}
+			if (json_object_set(m, key, value) < 0) {
+				r = nomem(err);
+				break;
+			}
+		}
+	}
+	json_decref(obj);
+	return r;
+}
+
+int cli_body_option(json_t *body, int opt, const char *arg, struct error *err)
+{
+	uint64_t v;
+	switch (opt) {
+	case CLI_OPT_MEMORY:
+		return size_mib(body, "memory", arg, "memory_mb", err);
+	case CLI_OPT_DISK:
+		return size_mib(body, "disk", arg, "disk_mb", err);
+	case CLI_OPT_CPUS:
+		if (parse_cpus_milli(arg, &v) < 0 || v == 0)
+			return error_set(err, EINVAL,
+					 "--cpus: '%s' is not a positive number (e.g. 0.5, 2)",
+					 arg);
+		return cli_body_limit(body, "cpus", cli_thousandths(v), err);
+	case CLI_OPT_PIDS:
+		if (parse_u64(arg, &v) < 0 || v == 0 || v > INT64_MAX)
+			return error_set(err, EINVAL, "--pids: '%s' is not a positive whole number",
+					 arg);
+		return cli_body_limit(body, "pids", json_integer((json_int_t)v), err);
+	case CLI_OPT_ENV:
+		return add_pair(body, "env", "env", arg, err);
+	case CLI_OPT_METADATA:
+		return add_metadata(body, arg, err);
+	}
+	return -ENOENT;
+}
