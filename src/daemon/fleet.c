@@ -2,7 +2,7 @@
  * fleet.c - the daemon's interactive sandboxes (fleet.h): shims started
  * and found again, the warm pool, and the keeper that records ends.
  */
-#include "daemon/fleet.h"
+#include "daemon/fleet-internal.h"
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
@@ -29,25 +29,6 @@
 extern char **environ;
 
 /* A sandbox whose shim we watch. */
-struct member {
-	char id[SANDBOX_ID_SIZE];
-	int lock_fd; /* a second open of <dir>/lock: free once the shim is gone */
-	bool pooled; /* in the pool, not handed out yet */
-	bool ending; /* a delete is waiting for it: the keeper leaves it alone */
-};
-
-struct fleet {
-	struct fleet_config cfg;
-	char default_spec[512]; /* the canonical spec of the default limits */
-	pthread_mutex_t lock;
-	pthread_cond_t changed; /* a member went away */
-	struct member *m;
-	size_t n, cap;
-	pthread_t keeper;
-	bool keeper_started;
-	volatile int stopping;
-};
-
 unsigned fleet_pool_default(void)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -110,7 +91,7 @@ static int add_member(struct fleet *f, const char *id, int lock_fd, bool pooled)
 }
 
 /* With f->lock held. */
-static struct member *find_member(struct fleet *f, const char *id)
+struct member *fleet_find_member(struct fleet *f, const char *id)
 {
 	for (size_t i = 0; i < f->n; i++)
 		if (strcmp(f->m[i].id, id) == 0)
@@ -119,14 +100,14 @@ static struct member *find_member(struct fleet *f, const char *id)
 }
 
 /* With f->lock held. */
-static void drop_member(struct fleet *f, struct member *m)
+void fleet_drop_member(struct fleet *f, struct member *m)
 {
 	CLOSE_FD(m->lock_fd);
 	*m = f->m[--f->n];
 	pthread_cond_broadcast(&f->changed);
 }
 
-static bool shim_alive(int lock_fd)
+bool fleet_shim_alive(int lock_fd)
 {
 	if (lock_fd < 0)
 		return false;
@@ -139,7 +120,7 @@ static bool shim_alive(int lock_fd)
 
 /* ---- starting a shim ----------------------------------------------------- */
 
-static int write_json_file(int dirfd, const char *name, json_t *v)
+int fleet_write_json(int dirfd, const char *name, json_t *v)
 {
 	_cleanup_free_ char *text = json_dumps(v, JSON_COMPACT);
 	if (!text)
@@ -149,9 +130,9 @@ static int write_json_file(int dirfd, const char *name, json_t *v)
 	_cleanup_close_ int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
+	/* no fsync: these files matter only while the shim lives, and a crash
+	 * of the machine ends the shim too; the store holds what must last */
 	int r = write_all(fd, text, strlen(text));
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
 	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
 		r = -errno;
 	return r;
@@ -189,7 +170,7 @@ static int wait_ready(int fd, struct error *err)
  * Start the shim of sandbox id in a new directory, and wait until its
  * sandbox is ready. On success the fleet watches it.
  */
-static int start_shim(struct fleet *f, const char *id, const char *spec_json,
+int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
 		      const char *env_json, int64_t expires_at, bool pooled, struct error *err)
 {
 	char dir[4200];
@@ -204,9 +185,9 @@ static int start_shim(struct fleet *f, const char *id, const char *spec_json,
 	json_t *env = json_loads(env_json ? env_json : "{}", 0, NULL);
 	int r = dfd < 0 ? -errno : (!sj || !env) ? -ENOMEM : 0;
 	if (r == 0)
-		r = write_json_file(dfd, "sandbox.json", sj);
+		r = fleet_write_json(dfd, "sandbox.json", sj);
 	if (r == 0)
-		r = write_json_file(dfd, "env.json", env);
+		r = fleet_write_json(dfd, "env.json", env);
 	json_decref(sj);
 	json_decref(env);
 	if (r < 0)
@@ -252,7 +233,7 @@ static int start_shim(struct fleet *f, const char *id, const char *spec_json,
 	r = wait_ready(ready_r, err);
 	/* the shim is our child: reap it when it ends (the keeper does), never block */
 	if (r < 0) {
-		if (shim_alive(probe))
+		if (fleet_shim_alive(probe))
 			kill(pid, SIGKILL); /* still ours: its pid cannot have been reused */
 		(void)waitpid(pid, NULL, 0);
 		return r;
@@ -264,7 +245,7 @@ static int start_shim(struct fleet *f, const char *id, const char *spec_json,
 }
 
 /* Remove a sandbox directory (the shim is gone): procs/ and the files. */
-static void remove_dir(struct fleet *f, const char *id)
+void fleet_remove_dir(struct fleet *f, const char *id)
 {
 	char dir[4200], path[4400];
 	fleet_dir(f, id, dir, sizeof(dir));
@@ -290,7 +271,7 @@ static void remove_dir(struct fleet *f, const char *id)
 }
 
 /* How the shim said its sandbox ended (end.json), or the reason we infer. */
-static void read_end(struct fleet *f, const char *id, char *reason, size_t rsize, char *detail,
+void fleet_read_end(struct fleet *f, const char *id, char *reason, size_t rsize, char *detail,
 		     size_t dsize, int64_t *when)
 {
 	char path[4400];
@@ -318,12 +299,12 @@ static void record_end(struct fleet *f, struct store *st, const char *id, bool p
 	char reason[32], detail[ERROR_MSG_MAX];
 	int64_t when;
 	struct error err = {0};
-	read_end(f, id, reason, sizeof(reason), detail, sizeof(detail), &when);
+	fleet_read_end(f, id, reason, sizeof(reason), detail, sizeof(detail), &when);
 	int r = pooled ? store_sandbox_delete(st, id, &err)
 		       : store_sandbox_end(st, id, when, reason, detail[0] ? detail : NULL, &err);
 	if (r < 0 && r != -ESTALE && r != -ENOENT)
 		fprintf(stderr, "agentboxd: sandbox %s: cannot record its end: %s\n", id, err.msg);
-	remove_dir(f, id);
+	fleet_remove_dir(f, id);
 }
 
 /* ---- the pool and the keeper ------------------------------------------- */
@@ -338,11 +319,11 @@ static int make_pooled(struct fleet *f, struct store *st)
 	s.metadata_json = (char *)"{}";
 	int r = store_sandbox_insert(st, &s, &err);
 	if (r == 0)
-		r = start_shim(f, s.id, f->default_spec, "{}", 0, true, &err);
+		r = fleet_start_shim(f, s.id, f->default_spec, "{}", 0, true, &err);
 	if (r < 0) {
 		fprintf(stderr, "agentboxd: warm pool: %s\n", err.msg);
 		(void)store_sandbox_delete(st, s.id, &err);
-		remove_dir(f, s.id);
+		fleet_remove_dir(f, s.id);
 	}
 	return r;
 }
@@ -366,10 +347,10 @@ static void keep(struct fleet *f, struct store *st)
 		pthread_mutex_lock(&f->lock);
 		for (size_t i = 0; i < f->n; i++) {
 			struct member *m = &f->m[i];
-			if (!m->ending && !shim_alive(m->lock_fd)) {
+			if (!m->ending && !fleet_shim_alive(m->lock_fd)) {
 				snprintf(id, sizeof(id), "%s", m->id);
 				pooled = m->pooled;
-				drop_member(f, m);
+				fleet_drop_member(f, m);
 				break;
 			}
 		}
@@ -438,14 +419,14 @@ static void stop_pool(struct fleet *f)
 			i++;
 			continue;
 		}
-		if (shim_alive(m->lock_fd) && wall_clock_ms() < deadline) {
+		if (fleet_shim_alive(m->lock_fd) && wall_clock_ms() < deadline) {
 			usleep(2000);
 			continue;
 		}
 		char id[SANDBOX_ID_SIZE];
 		snprintf(id, sizeof(id), "%s", m->id);
-		bool gone = !shim_alive(m->lock_fd);
-		drop_member(f, m);
+		bool gone = !fleet_shim_alive(m->lock_fd);
+		fleet_drop_member(f, m);
 		if (gone)
 			record_end(f, st, id, true);
 	}
@@ -527,7 +508,7 @@ int fleet_recover(struct fleet *f, struct store *st, struct error *err)
 		fleet_dir(f, fo.ids[i], dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%s/lock", dir);
 		int probe = open(path, O_RDWR | O_CLOEXEC);
-		if (!shim_alive(probe)) {
+		if (!fleet_shim_alive(probe)) {
 			if (probe >= 0)
 				close(probe);
 			record_end(f, st, fo.ids[i], fo.pooled[i]);
@@ -557,322 +538,4 @@ out:
 	free(fo.expires);
 	free(fo.pooled);
 	return r;
-}
-
-/* ---- requests ------------------------------------------------------------ */
-
-void fleet_error_response(struct api_response *resp, int errnum, const char *message,
-			  const char *what)
-{
-	bool file = what && strcmp(what, "file") == 0;
-	bool proc = what && strcmp(what, "process") == 0;
-	const char *m = message && *message ? message : strerror(errnum);
-	switch (errnum) {
-	case ENOENT:
-	case ENOTDIR:
-	case ELOOP:
-		if (proc)
-			api_error_response(resp, API_ERR_PROCESS_NOT_FOUND, NULL, "%s", m);
-		else
-			api_error_response(resp, API_ERR_FILE_NOT_FOUND, file ? "path" : NULL, "%s", m);
-		return;
-	case ESRCH:
-		api_error_response(resp, API_ERR_PROCESS_ENDED, NULL, "%s", m);
-		return;
-	case EBUSY:
-		api_error_response(resp, API_ERR_SANDBOX_PAUSED, NULL, "the sandbox is paused");
-		return;
-	case EAGAIN:
-		api_error_response(resp, API_ERR_TOO_MANY_PROCESSES, NULL, "%s", m);
-		return;
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		api_error_response(resp, API_ERR_PERMISSION_DENIED, file ? "path" : NULL, "%s", m);
-		return;
-	case EISDIR:
-	case ENXIO:
-		api_error_response(resp, API_ERR_NOT_A_FILE, file ? "path" : NULL, "%s", m);
-		return;
-	case EINVAL:
-		if (file)
-			api_error_response(resp, API_ERR_NOT_A_FILE, "path", "%s", m);
-		else
-			api_error_response(resp, API_ERR_INVALID_FIELD, NULL, "%s", m);
-		return;
-	case ENOSPC:
-	case EDQUOT:
-		api_error_response(resp, API_ERR_NO_SPACE, NULL, "the sandbox's disk is full");
-		return;
-	case E2BIG:
-	case ENAMETOOLONG:
-		api_error_response(resp, API_ERR_INVALID_FIELD, file ? "path" : NULL, "%s", m);
-		return;
-	case EPIPE:
-	case ECONNREFUSED:
-	case ECONNRESET:
-	case ECANCELED: /* the sandbox is ending */
-		api_error_response(resp, API_ERR_SANDBOX_ENDED, NULL, "the sandbox has ended");
-		return;
-	default:
-		api_error_response(resp, API_ERR_INTERNAL, NULL, "internal error");
-		snprintf(resp->log, sizeof(resp->log), "shim: %s", m);
-	}
-}
-
-int fleet_call(struct fleet *f, const char *id, json_t *request, int pass_fd, json_t **ret_reply,
-	       int *ret_fd, const char *what, struct api_response *resp)
-{
-	char dir[4200];
-	fleet_dir(f, id, dir, sizeof(dir));
-	struct error err = {0};
-	int r = shim_call(dir, request, pass_fd, 30000, ret_reply, ret_fd, &err);
-	if (r < 0) {
-		fleet_error_response(resp, -r, err.msg, what);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int store_fail(struct api_response *resp, int r, const struct error *err, const char *id)
-{
-	if (r == -ENOENT)
-		api_error_response(resp, API_ERR_NOT_FOUND, NULL, "no sandbox %s", id);
-	else if (r == -ESTALE)
-		api_error_response(resp, API_ERR_SANDBOX_ENDED, NULL, "the sandbox %s has ended", id);
-	else {
-		api_error_response(resp, API_ERR_INTERNAL, NULL, "internal error");
-		snprintf(resp->log, sizeof(resp->log), "store: %s", err->msg);
-	}
-	return -EINVAL;
-}
-
-int fleet_get_live(struct fleet *f, struct store *st, const char *id, bool need_running,
-		   struct sandbox_record *ret, struct api_response *resp)
-{
-	(void)f;
-	struct error err = {0};
-	int r = store_sandbox_get(st, id, ret, &err);
-	if (r < 0)
-		return store_fail(resp, r, &err, id);
-	if (ret->status == SANDBOX_POOLED) {
-		sandbox_record_release(ret);
-		return store_fail(resp, -ENOENT, &err, id);
-	}
-	if (ret->status == SANDBOX_ENDED) {
-		sandbox_record_release(ret);
-		return store_fail(resp, -ESTALE, &err, id);
-	}
-	if (need_running && ret->status == SANDBOX_PAUSED) {
-		sandbox_record_release(ret);
-		api_error_response(resp, API_ERR_SANDBOX_PAUSED, NULL,
-				   "the sandbox %s is paused: resume it first", id);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* Take a pooled sandbox, if one is ready. */
-static bool take_pooled(struct fleet *f, char id[SANDBOX_ID_SIZE])
-{
-	bool got = false;
-	pthread_mutex_lock(&f->lock);
-	for (size_t i = 0; i < f->n && !got; i++) {
-		if (f->m[i].pooled && shim_alive(f->m[i].lock_fd)) {
-			f->m[i].pooled = false;
-			memcpy(id, f->m[i].id, SANDBOX_ID_SIZE);
-			got = true;
-		}
-	}
-	pthread_mutex_unlock(&f->lock);
-	return got;
-}
-
-static int claim_pooled(struct fleet *f, struct store *st, const char *id,
-			const struct sandbox_request *req, int64_t now, struct error *err)
-{
-	char dir[4200];
-	fleet_dir(f, id, dir, sizeof(dir));
-	_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	json_t *spec = json_loads(req->spec_json, 0, NULL);
-	int r = dfd < 0 ? -errno : spec ? write_json_file(dfd, "env.json", json_object_get(spec, "env")) : -ENOMEM;
-	json_decref(spec);
-	if (r < 0)
-		return error_set_errno(err, -r, "%s/env.json", dir);
-	int64_t expires = now + req->timeout_ms;
-	if ((r = store_sandbox_claim(st, id, now, expires, req->metadata_json, err)) < 0)
-		return r;
-	json_t *msg = json_pack("{s:s, s:I}", "op", "expire", "expires_at", (json_int_t)expires);
-	json_t *reply = NULL;
-	r = msg ? shim_call(dir, msg, -1, 5000, &reply, NULL, err) : -ENOMEM;
-	json_decref(msg);
-	json_decref(reply);
-	return r;
-}
-
-int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request *req,
-		 int64_t now, struct sandbox_record *ret, struct api_response *resp)
-{
-	struct error err = {0};
-	char id[SANDBOX_ID_SIZE];
-	int r;
-	while (req->default_limits && take_pooled(f, id)) {
-		if ((r = claim_pooled(f, st, id, req, now, &err)) == 0)
-			return fleet_get_live(f, st, id, false, ret, resp);
-		/* that one was no good: it ends, and the next is tried */
-		fprintf(stderr, "agentboxd: pooled sandbox %s: %s\n", id, err.msg);
-		char dir[4200];
-		fleet_dir(f, id, dir, sizeof(dir));
-		json_t *stop = json_pack("{s:s}", "op", "stop");
-		json_t *reply = NULL;
-		(void)shim_call(dir, stop, -1, 2000, &reply, NULL, &err);
-		json_decref(stop);
-		json_decref(reply);
-	}
-	struct sandbox_record s = {.status = SANDBOX_RUNNING, .created_at = now,
-			    .expires_at = now + req->timeout_ms, .spec_json = req->spec_json,
-			    .metadata_json = req->metadata_json};
-	if (sandbox_id_new(s.id) < 0)
-		return store_fail(resp, -EIO, &err, "");
-	if ((r = store_sandbox_insert(st, &s, &err)) < 0)
-		return store_fail(resp, r, &err, s.id);
-	json_t *spec = json_loads(req->spec_json, 0, NULL);
-	_cleanup_free_ char *env = spec ? json_dumps(json_object_get(spec, "env"), JSON_COMPACT) : NULL;
-	json_decref(spec);
-	r = env ? start_shim(f, s.id, req->spec_json, env, s.expires_at, false, &err)
-		: error_set(&err, ENOMEM, "out of memory");
-	if (r < 0) {
-		struct error e2 = {0};
-		(void)store_sandbox_end(st, s.id, wall_clock_ms(), "failed", err.msg, &e2);
-		remove_dir(f, s.id);
-		api_error_response(resp, API_ERR_SANDBOX_FAILED, NULL, "the sandbox could not be built: %s",
-				   err.msg);
-		return -EIO;
-	}
-	return fleet_get_live(f, st, s.id, false, ret, resp);
-}
-
-int fleet_delete(struct fleet *f, struct store *st, const char *id, struct api_response *resp)
-{
-	struct sandbox_record s = {0};
-	int r = fleet_get_live(f, st, id, false, &s, resp);
-	if (r < 0)
-		return r;
-	sandbox_record_release(&s);
-	pthread_mutex_lock(&f->lock);
-	struct member *m = find_member(f, id);
-	if (m)
-		m->ending = true;
-	pthread_mutex_unlock(&f->lock);
-	json_t *stop = json_pack("{s:s}", "op", "stop"), *reply = NULL;
-	char dir[4200];
-	fleet_dir(f, id, dir, sizeof(dir));
-	struct error err = {0};
-	(void)shim_call(dir, stop, -1, 5000, &reply, NULL, &err);
-	json_decref(stop);
-	json_decref(reply);
-	/* wait for the shim to be gone (it writes end.json first) */
-	int64_t deadline = wall_clock_ms() + 10000;
-	pthread_mutex_lock(&f->lock);
-	while ((m = find_member(f, id)) && shim_alive(m->lock_fd) && wall_clock_ms() < deadline) {
-		pthread_mutex_unlock(&f->lock);
-		usleep(2000);
-		pthread_mutex_lock(&f->lock);
-	}
-	bool gone = !m || !shim_alive(m->lock_fd);
-	if (m && gone)
-		drop_member(f, m);
-	else if (m)
-		m->ending = false;
-	pthread_mutex_unlock(&f->lock);
-	if (!gone) {
-		api_error_response(resp, API_ERR_INTERNAL, NULL, "internal error");
-		snprintf(resp->log, sizeof(resp->log), "sandbox %s: its supervisor did not stop", id);
-		return -EIO;
-	}
-	char reason[32], detail[ERROR_MSG_MAX];
-	int64_t when;
-	read_end(f, id, reason, sizeof(reason), detail, sizeof(detail), &when);
-	r = store_sandbox_end(st, id, when, "deleted", NULL, &err);
-	remove_dir(f, id);
-	if (r < 0 && r != -ESTALE)
-		return store_fail(resp, r, &err, id);
-	return 0;
-}
-
-int fleet_pause(struct fleet *f, struct store *st, const char *id, bool pause,
-		struct api_response *resp)
-{
-	struct sandbox_record s = {0};
-	int r = fleet_get_live(f, st, id, false, &s, resp);
-	if (r < 0)
-		return r;
-	enum sandbox_status from = s.status, to = pause ? SANDBOX_PAUSED : SANDBOX_RUNNING;
-	sandbox_record_release(&s);
-	if (from == to)
-		return 0;
-	json_t *msg = json_pack("{s:s}", "op", pause ? "pause" : "resume"), *reply = NULL;
-	r = fleet_call(f, id, msg, -1, &reply, NULL, "sandbox", resp);
-	json_decref(msg);
-	json_decref(reply);
-	if (r < 0)
-		return r;
-	struct error err = {0};
-	r = store_sandbox_set_status(st, id, from, to, &err);
-	return r < 0 ? store_fail(resp, r, &err, id) : 0;
-}
-
-int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t expires_at,
-		     struct api_response *resp)
-{
-	struct sandbox_record s = {0};
-	int r = fleet_get_live(f, st, id, false, &s, resp);
-	if (r < 0)
-		return r;
-	sandbox_record_release(&s);
-	struct error err = {0};
-	if ((r = store_sandbox_set_expiry(st, id, expires_at, &err)) < 0)
-		return store_fail(resp, r, &err, id);
-	json_t *msg = json_pack("{s:s, s:I}", "op", "expire", "expires_at", (json_int_t)expires_at);
-	json_t *reply = NULL;
-	r = fleet_call(f, id, msg, -1, &reply, NULL, "sandbox", resp);
-	json_decref(msg);
-	json_decref(reply);
-	return r;
-}
-
-json_t *fleet_exec_env(struct fleet *f, const char *id, json_t *extra)
-{
-	char path[4400];
-	fleet_dir(f, id, path, sizeof(path) - 16);
-	strncat(path, "/env.json", sizeof(path) - strlen(path) - 1);
-	json_t *base = json_load_file(path, 0, NULL);
-	json_t *merged = json_pack("{s:s, s:s, s:s}", "PATH", SPEC_DEFAULT_PATH, "HOME",
-				   SPEC_DEFAULT_WORKDIR, "LANG", SPEC_DEFAULT_LANG);
-	json_t *out = json_array();
-	if (!merged || !out || (base && json_object_update(merged, base) < 0) ||
-	    (extra && json_object_update(merged, extra) < 0)) {
-		json_decref(base);
-		json_decref(merged);
-		json_decref(out);
-		return NULL;
-	}
-	const char *k;
-	json_t *v;
-	json_object_foreach(merged, k, v)
-	{
-		const char *val = json_string_value(v);
-		size_t n = strlen(k) + (val ? strlen(val) : 0) + 2;
-		char *kv = malloc(n);
-		if (!kv || json_array_append_new(out, json_string((snprintf(kv, n, "%s=%s", k, val ? val : ""), kv))) < 0) {
-			free(kv);
-			json_decref(out);
-			out = NULL;
-			break;
-		}
-		free(kv);
-	}
-	json_decref(base);
-	json_decref(merged);
-	return out;
 }
