@@ -1,5 +1,6 @@
 /*
- * fuzz-task-request.c - libFuzzer entry for the body of POST /v1/tasks.
+ * fuzz-task-request.c - libFuzzer entry for the request bodies of the API:
+ * POST /v1/tasks, and the bodies of the sandbox routes.
  *
  * Each input goes to task_request_parse() and, as a request, through
  * api_handle() against a SQLite store in a scratch directory ($TMPDIR, or
@@ -9,12 +10,16 @@
  *   - an accepted body's canonical spec_json parses again to itself;
  *   - every response is one JSON object (or, for 201, a task that GET
  *     then shows), with the status the error table gives its code.
- * The same bytes also serve as a query string and as a path segment.
+ * The same bytes also go to the sandbox routes' parsers (create, exec,
+ * timeout, kill: a refusal names a request error, an acceptance holds
+ * its invariants), and serve as a query string and as a path segment,
+ * for the task routes and the sandbox routes' checks.
  *
  * tests/unit/test-fuzz-corpus.c includes this file to replay the corpus
  * in the ordinary (ASan+UBSan) build, without clang or libFuzzer.
  */
 #include "api/api.h"
+#include "api/sandbox-request.h"
 #include "api/task-request.h"
 
 #include <errno.h>
@@ -180,6 +185,71 @@ static void fuzz_api(const char *body, size_t size)
 	api_response_release(&res);
 }
 
+static void check_refusal(int rc, const struct api_error *e)
+{
+	CHECK(rc == -EINVAL || rc == -ENOMEM);
+	if (rc == -EINVAL) {
+		CHECK(e->code == API_ERR_INVALID_JSON || e->code == API_ERR_INVALID_FIELD ||
+		      e->code == API_ERR_MISSING_FIELD || e->code == API_ERR_UNKNOWN_FIELD);
+		CHECK(e->message[0] != '\0');
+	}
+}
+
+static void fuzz_sandbox_bodies(const char *body, size_t size)
+{
+	struct api_error e = {0};
+	struct sandbox_request sr;
+	int rc = sandbox_request_parse(body, size, &sr, &e);
+	if (rc == 0) {
+		json_t *spec = json_loads(sr.spec_json, 0, NULL);
+		CHECK(spec && json_is_object(json_object_get(spec, "limits")) &&
+		      json_is_object(json_object_get(spec, "env")));
+		json_decref(spec);
+		CHECK(sr.timeout_ms >= 1000 && sr.timeout_ms <= SANDBOX_TIMEOUT_MAX_S * 1000LL);
+		sandbox_request_release(&sr);
+	} else {
+		check_refusal(rc, &e);
+	}
+	struct exec_request x;
+	rc = exec_request_parse(body, size, &x, &e);
+	if (rc == 0) {
+		CHECK(json_array_size(x.command) >= 1 && x.cwd[0] == '/');
+		CHECK(x.stdin_len <= EXEC_STDIN_MAX && x.timeout_ms <= EXEC_TIMEOUT_MAX_S * 1000LL);
+		exec_request_release(&x);
+	} else {
+		check_refusal(rc, &e);
+	}
+	int64_t ms;
+	int sig;
+	rc = sandbox_timeout_parse(body, size, &ms, &e);
+	CHECK(rc == 0 ? ms >= 1000 && ms <= SANDBOX_TIMEOUT_MAX_S * 1000LL : rc == -EINVAL || rc == -ENOMEM);
+	rc = process_kill_parse(body, size, &sig, &e);
+	CHECK(rc == 0 ? sig >= 1 && sig <= 64 : rc == -EINVAL || rc == -ENOMEM);
+}
+
+/* The bytes as the query and the {id} of the sandbox routes' checks. */
+static void fuzz_sandbox_checks(const char *text)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/files", text);
+	const struct api_request reqs[] = {
+	    {.method = "GET", .path = "/v1/sandboxes/sbx_8e3x0k0c3y7qk4f4h5vbb2s1mw/files", .query = text},
+	    {.method = "GET", .path = "/v1/sandboxes", .query = text},
+	    {.method = "PUT", .path = path, .query = "path=%2Ftmp%2Fa"},
+	};
+	struct api_ctx ctx = {0};
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		struct api_sandbox_call call;
+		struct api_response res = {0};
+		int rc = api_sandbox_begin(&ctx, &reqs[i], &call, &res);
+		if (rc == 0)
+			CHECK(call.path[0] == '\0' || call.path[0] == '/');
+		else if (rc == -EINVAL)
+			json_decref(check_response(&res));
+		api_response_release(&res);
+	}
+}
+
 /* The bytes as a query string and as the {id} of a path. */
 static void fuzz_query_and_path(const char *s, size_t size)
 {
@@ -201,6 +271,7 @@ static void fuzz_query_and_path(const char *s, size_t size)
 			json_decref(check_response(&res));
 		api_response_release(&res);
 	}
+	fuzz_sandbox_checks(text);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -208,6 +279,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *body = (const char *)data;
 	fuzz_parser(body, size);
 	fuzz_api(body, size);
+	fuzz_sandbox_bodies(body, size);
 	fuzz_query_and_path(body, size);
 	return 0;
 }
