@@ -151,9 +151,14 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 {
 	char dir[4200];
 	fleet_dir(f, id, dir, sizeof(dir));
-	_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	json_t *spec = json_loads(req->spec_json, 0, NULL);
-	int r = dfd < 0 ? -errno : spec ? fleet_write_json(dfd, "env.json", json_object_get(spec, "env")) : -ENOMEM;
+	json_t *env = json_object_get(spec, "env");
+	int r = spec ? 0 : -ENOMEM;
+	if (r == 0 && json_object_size(env) > 0) {
+		/* a pooled sandbox was made with an empty env.json: only a real env is written */
+		_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		r = dfd < 0 ? -errno : fleet_write_json(dfd, "env.json", env);
+	}
 	json_decref(spec);
 	if (r < 0)
 		return error_set_errno(err, -r, "%s/env.json", dir);
