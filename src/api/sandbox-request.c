@@ -69,7 +69,8 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 			  struct api_error *e)
 {
 	int r;
-	json_t *root = task_request_load(body ? body : "{}", body && len ? len : 2, e, &r);
+	bool empty = !body || len == 0; /* no body: every default */
+	json_t *root = task_request_load(empty ? "{}" : body, empty ? 2 : len, e, &r);
 	if (!root)
 		return r;
 	struct sandbox_request sr = {.timeout_ms = SANDBOX_TIMEOUT_DEFAULT_S * 1000LL};
