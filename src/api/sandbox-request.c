@@ -20,25 +20,6 @@ static const char *const create_fields[] = {"limits", "timeout_s", "env", "metad
 static const char *const exec_fields[] = {"command", "stdin",	  "env",
 					  "cwd",     "timeout_s", "background", NULL};
 
-static int check_known(json_t *obj, const char *const *known, struct api_error *e)
-{
-	const char *key;
-	json_t *v;
-	json_object_foreach(obj, key, v)
-	{
-		const char *const *k = known;
-		while (*k && strcmp(*k, key) != 0)
-			k++;
-		if (!*k) {
-			char field[API_FIELD_MAX];
-			api_field_key(field, "", key);
-			return api_error_set(e, API_ERR_UNKNOWN_FIELD, field, "unknown field %s",
-					     field);
-		}
-	}
-	return 0;
-}
-
 static int get_seconds(json_t *v, const char *field, int64_t max, int64_t *ret_ms,
 		       struct api_error *e)
 {
@@ -78,7 +59,7 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 	json_t *limits = json_object_get(root, "limits");
 	json_t *t = json_object_get(root, "timeout_s");
 	json_t *task = json_pack("{s:[s]}", "command", "sandbox");
-	r = check_known(root, create_fields, e);
+	r = task_request_check_unknown(root, "", create_fields, e);
 	if (r == 0 && json_is_object(limits) && json_object_get(limits, "timeout_s"))
 		r = api_error_set(e, API_ERR_UNKNOWN_FIELD, "limits.timeout_s",
 				  "limits.timeout_s is for tasks: a sandbox takes timeout_s");
@@ -149,7 +130,7 @@ int api_sandbox_path_check(const char *path, const char *field, struct api_error
 
 static int parse_exec(json_t *root, struct exec_request *x, struct api_error *e)
 {
-	int r = check_known(root, exec_fields, e);
+	int r = task_request_check_unknown(root, "", exec_fields, e);
 	if (r < 0)
 		return r;
 	/* command and env, by the rules of tasks */
@@ -228,7 +209,7 @@ static int parse_one_int(const char *body, size_t len, const char *name, bool re
 	if (!root)
 		return r;
 	const char *fields[] = {name, NULL};
-	r = check_known(root, fields, e);
+	r = task_request_check_unknown(root, "", fields, e);
 	json_t *v = json_object_get(root, name);
 	if (r == 0 && !v && required)
 		r = api_error_set(e, API_ERR_MISSING_FIELD, name, "%s is required", name);

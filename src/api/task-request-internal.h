@@ -18,6 +18,10 @@ int task_request_parse_env(json_t *env, struct task_request *r, struct api_error
 /* files (NULL when absent): r->files, r->nfiles, sorted by path. */
 int task_request_parse_files(json_t *files, struct task_request *r, struct api_error *e);
 
+/* Every key of obj is in known (NULL-terminated), else unknown_field parent.key. */
+int task_request_check_unknown(json_t *obj, const char *parent, const char *const *known,
+			       struct api_error *e);
+
 /*
  * Load a request body: a JSON object, no duplicate keys, nesting at most
  * TASK_REQUEST_DEPTH_MAX. NULL with *ret = -EINVAL (e: invalid_json) or

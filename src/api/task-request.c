@@ -22,8 +22,8 @@ static const char *const top_fields[] = {"command",	 "limits",   "env",	 "files"
 static const char *const limit_fields[] = {"memory_mb", "cpus",	     "pids",
 					   "disk_mb",	"timeout_s", NULL};
 
-static int check_unknown(json_t *obj, const char *parent, const char *const *known,
-			 struct api_error *e)
+int task_request_check_unknown(json_t *obj, const char *parent, const char *const *known,
+			       struct api_error *e)
 {
 	const char *key;
 	json_t *v;
@@ -82,7 +82,7 @@ static int parse_limits(json_t *lim, struct task_request *r, json_t *out, struct
 {
 	if (lim && !json_is_object(lim))
 		return INVALID(e, "limits", "limits must be an object");
-	if (lim && check_unknown(lim, "limits", limit_fields, e) < 0)
+	if (lim && task_request_check_unknown(lim, "limits", limit_fields, e) < 0)
 		return -EINVAL;
 	int ret = get_mb(lim, "memory_mb", SPEC_MEMORY_MIN, SPEC_MEMORY_MAX, SPEC_DEFAULT_MEMORY,
 			 &r->memory_bytes, out, e);
@@ -258,7 +258,7 @@ static int check_metadata(json_t *v, struct api_error *e)
 /* Parse root (an object) into r, and build the canonical spec in out. */
 static int parse_root(json_t *root, struct task_request *r, json_t *out, struct api_error *e)
 {
-	if (check_unknown(root, "", top_fields, e) < 0)
+	if (task_request_check_unknown(root, "", top_fields, e) < 0)
 		return -EINVAL;
 	json_t *cmd = json_object_get(root, "command");
 	int ret = parse_command(cmd, r, e);

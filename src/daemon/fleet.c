@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/spawn.h"
 #include "runtime/spec.h"
 #include "shim/client.h"
 #include "shim/protocol.h"
@@ -17,7 +18,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +25,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 /* A sandbox whose shim we watch. */
 unsigned fleet_pool_default(void)
@@ -202,33 +200,13 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
 		return error_set_errno(err, errno, "%s", dir);
 	_cleanup_close_ int ready_r = ready[0];
 
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
-	sigset_t stop, all;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGHUP);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &stop);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, lock, SHIM_LOCK_FD);
-	posix_spawn_file_actions_adddup2(&fa, ready[1], SHIM_READY_FD);
-	char *argv[] = {(char *)f->cfg.shim_path, dir, NULL};
 	pid_t pid;
-	r = posix_spawn(&pid, f->cfg.shim_path, &fa, &attr, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
+	_Static_assert(SHIM_LOCK_FD == 3 && SHIM_READY_FD == 4, "spawn_helper() hands fds over from 3");
+	int fds[] = {lock, ready[1]};
+	r = spawn_helper(f->cfg.shim_path, dir, fds, 2, &pid);
 	close(ready[1]);
-	if (r != 0)
-		return error_set_errno(err, r, "cannot start %s", f->cfg.shim_path);
+	if (r < 0)
+		return error_set_errno(err, -r, "cannot start %s", f->cfg.shim_path);
 	CLOSE_FD(lock); /* the shim holds it now */
 	r = wait_ready(ready_r, err);
 	/* the shim is our child: reap it when it ends (the keeper does), never block */

@@ -149,7 +149,8 @@ struct upload {
 	char path[1025];
 	char temp[1100];
 	int fd;
-	uint64_t size;
+	uint64_t size;     /* bytes written to the file */
+	uint64_t received; /* bytes of the body so far */
 	bool too_large;
 	int write_errno;
 };
@@ -192,23 +193,23 @@ struct upload *upload_begin(struct daemon *d, struct api_ctx *ctx, const struct 
 	return u;
 }
 
-bool upload_failed(const struct upload *u)
+bool upload_write(struct upload *u, const char *data, size_t len)
 {
-	return u->failed;
-}
-
-void upload_write(struct upload *u, const char *data, size_t len)
-{
+	u->received += len;
 	if (u->failed || u->too_large || u->write_errno)
-		return; /* the rest of the body is read and dropped */
+		/* the rest of the body is read and dropped, so that the client,
+		 * which sends it all before it reads, gets the answer; but not
+		 * without end */
+		return u->received <= 2ULL * API_FILE_MAX;
 	if (u->size + len > API_FILE_MAX) {
 		u->too_large = true;
-		return;
+		return true;
 	}
 	int r = write_all(u->fd, data, len);
 	if (r < 0)
 		u->write_errno = -r;
 	u->size += len;
+	return true;
 }
 
 static void give_up_temp(struct upload *u)

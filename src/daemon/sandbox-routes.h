@@ -36,11 +36,13 @@ struct upload;
  */
 struct upload *upload_begin(struct daemon *d, struct api_ctx *ctx, const struct api_request *req);
 
-/* Did the checks before the body fail (answer at once with upload_end())? */
-bool upload_failed(const struct upload *u);
-
-/* A chunk of the body. */
-void upload_write(struct upload *u, const char *data, size_t len);
+/*
+ * A chunk of the body. An upload refused before or during the body reads
+ * the rest and drops it, to answer once it is all in (clients send the
+ * whole body before they read); false once that passes twice API_FILE_MAX:
+ * then the connection is dropped.
+ */
+bool upload_write(struct upload *u, const char *data, size_t len);
 
 /* The body is complete: rename (or remove) the file, and answer. */
 enum MHD_Result upload_end(struct upload *u, struct MHD_Connection *c);

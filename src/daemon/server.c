@@ -144,10 +144,7 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 	ctx.store = store_pool_get(&l->d->pool);
 	rs->upload = upload_begin(l->d, &ctx, &req);
 	store_pool_put(&l->d->pool, ctx.store);
-	if (!rs->upload)
-		return MHD_NO;
-	/* refused before the body: answer now, and the body is never read */
-	return upload_failed(rs->upload) ? upload_end(rs->upload, c) : MHD_YES;
+	return rs->upload ? MHD_YES : MHD_NO;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -166,9 +163,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	if (rs->upload) {
 		if (*upload_data_size) {
-			upload_write(rs->upload, upload_data, *upload_data_size);
+			bool go_on = upload_write(rs->upload, upload_data, *upload_data_size);
 			*upload_data_size = 0;
-			return MHD_YES;
+			return go_on ? MHD_YES : MHD_NO;
 		}
 		return upload_end(rs->upload, c);
 	}

@@ -15,6 +15,7 @@
  * an EXITED message; orphans that end up with init are reaped silently.
  */
 #include "base/cleanup.h"
+#include "base/fdpass.h"
 #include "base/fileio.h"
 #include "runtime/launch-internal.h"
 
@@ -83,21 +84,9 @@ static int send_packet(const struct serve_msg *m, const void *payload, int fd)
 {
 	struct iovec iov[2] = {{.iov_base = (void *)m, .iov_len = sizeof(*m)},
 			       {.iov_base = (void *)payload, .iov_len = m->len}};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} cmsg_buf;
+	union fdpass_buf cmsg_buf;
 	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = m->len ? 2 : 1};
-	if (fd >= 0) {
-		memset(&cmsg_buf, 0, sizeof(cmsg_buf));
-		mh.msg_control = cmsg_buf.buf;
-		mh.msg_controllen = sizeof(cmsg_buf.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
+	fdpass_attach(&mh, &cmsg_buf, &fd, fd >= 0 ? 1 : 0);
 	while (sendmsg(INIT_CONTROL_FD, &mh, MSG_NOSIGNAL) < 0)
 		if (errno != EINTR)
 			return -errno;
@@ -450,19 +439,7 @@ static int receive(struct request *req)
 	if (n == 0)
 		return 0;
 	*req = (struct request){.payload = in.buf + sizeof(struct serve_msg)};
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (req->nfds < SERVE_SPAWN_FDS)
-				req->fds[req->nfds++] = fd;
-			else
-				close(fd);
-		}
-	}
+	req->nfds = fdpass_take(&mh, req->fds, SERVE_SPAWN_FDS);
 	int bad = 0;
 	if (mh.msg_flags & MSG_TRUNC)
 		bad = E2BIG;

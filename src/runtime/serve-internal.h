@@ -29,6 +29,7 @@
 #ifndef AGENTBOX_RUNTIME_SERVE_INTERNAL_H
 #define AGENTBOX_RUNTIME_SERVE_INTERNAL_H
 
+#include "base/fdpass.h"
 #include "base/error.h"
 #include "runtime/serve.h"
 #include "runtime/spec.h"
@@ -114,5 +115,7 @@ int serve_init_prepare(int ctl_fd, struct error *err);
  * start, with -errno and err filled.
  */
 int serve_init_run(struct error *err);
+
+_Static_assert(SERVE_SPAWN_FDS <= FDPASS_MAX, "a spawn's fds fit one message (base/fdpass.h)");
 
 #endif

@@ -6,6 +6,7 @@
 #include "runtime/serve.h"
 
 #include "base/cleanup.h"
+#include "base/fdpass.h"
 #include "runtime/cgroup.h"
 #include "runtime/launch-internal.h"
 
@@ -89,19 +90,7 @@ static int receive(struct serve_host *h, struct packet *p, bool block)
 		return 0;
 	}
 	*p = (struct packet){.fd = -1};
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (p->fd < 0)
-				p->fd = fd;
-			else
-				close(fd); /* more than any reply carries */
-		}
-	}
+	(void)fdpass_take(&mh, &p->fd, 1); /* more than any reply carries is closed */
 	if ((size_t)n < sizeof(struct serve_msg) || (mh.msg_flags & MSG_TRUNC)) {
 		CLOSE_FD(p->fd);
 		return -EBADMSG;
@@ -127,21 +116,9 @@ static int call(struct sandbox *sb, struct serve_msg *req, const void *payload, 
 	req->seq = ++h->seq;
 	struct iovec iov[2] = {{.iov_base = req, .iov_len = sizeof(*req)},
 			       {.iov_base = (void *)payload, .iov_len = req->len}};
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SERVE_SPAWN_FDS)];
-		struct cmsghdr align;
-	} cmsg_buf;
+	union fdpass_buf cmsg_buf;
 	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = req->len ? 2 : 1};
-	if (nfds > 0) {
-		memset(&cmsg_buf, 0, sizeof(cmsg_buf));
-		mh.msg_control = cmsg_buf.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
+	fdpass_attach(&mh, &cmsg_buf, fds, nfds);
 	ssize_t n;
 	do
 		n = sendmsg(h->fd, &mh, MSG_NOSIGNAL);

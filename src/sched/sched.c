@@ -2,6 +2,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/spawn.h"
 #include "core/task.h"
 
 #include <errno.h>
@@ -9,7 +10,6 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +22,11 @@
 
 /* fd number of the attempt lock in a freshly spawned supervisor */
 #define SUPERVISOR_LOCK_FD 3
+_Static_assert(SUPERVISOR_LOCK_FD == 3, "spawn_helper() hands the first fd over as 3");
 /* how much of an events journal one step imports at most: every step is
  * bounded, so one busy task never holds up the others or the queue */
 #define IMPORT_CHUNK     (1u << 20)
 #define IMPORT_LINES_MAX 2000
-
-extern char **environ;
 
 struct running {
 	char id[TASK_ID_SIZE];
@@ -366,34 +365,13 @@ static int start_attempt(struct sched *s, const struct task *t, struct error *er
 	struct running *tracked = track(s, t->id, t->attempt, -1);
 	if (!tracked)
 		return error_set(err, ENOMEM, "out of memory");
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
 	/* born with the cancel signals blocked: a cancel sent before the
 	 * supervisor is ready waits for it, and is recorded as a cancel */
-	sigset_t cancel, all;
-	sigemptyset(&cancel);
-	sigaddset(&cancel, SIGTERM);
-	sigaddset(&cancel, SIGINT);
-	sigaddset(&cancel, SIGHUP);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &cancel);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, lock, SUPERVISOR_LOCK_FD);
-	char *argv[] = {(char *)s->cfg.supervisor_path, dir, NULL};
 	pid_t pid;
-	r = posix_spawn(&pid, s->cfg.supervisor_path, &fa, &attr, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	if (r != 0) {
+	r = spawn_helper(s->cfg.supervisor_path, dir, &lock, 1, &pid);
+	if (r < 0) {
 		untrack(s, tracked);
-		return error_set_errno(err, r, "cannot start %s", s->cfg.supervisor_path);
+		return error_set_errno(err, -r, "cannot start %s", s->cfg.supervisor_path);
 	}
 	tracked->lock_fd = TAKE_FD(probe);
 	return 0;

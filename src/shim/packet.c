@@ -1,5 +1,7 @@
 #include "shim/packet.h"
 
+#include "base/fdpass.h"
+
 #include "shim/protocol.h"
 
 #include <errno.h>
@@ -24,21 +26,9 @@ int shim_packet_send(int fd, const void *buf, size_t len, int pass_fd, int flags
 	if (len > SHIM_MSG_MAX)
 		return -EMSGSIZE;
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control;
+	union fdpass_buf control;
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (pass_fd >= 0) {
-		memset(&control, 0, sizeof(control));
-		msg.msg_control = control.buf;
-		msg.msg_controllen = sizeof(control.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-	}
+	fdpass_attach(&msg, &control, &pass_fd, pass_fd >= 0 ? 1 : 0);
 	for (;;) {
 		ssize_t n = sendmsg(fd, &msg, flags | MSG_NOSIGNAL);
 		if (n >= 0)
@@ -52,19 +42,7 @@ int shim_packet_send(int fd, const void *buf, size_t len, int pass_fd, int flags
 static int take_fds(struct msghdr *msg, bool keep)
 {
 	int first = -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < n; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (keep && first < 0)
-				first = fd;
-			else
-				close(fd);
-		}
-	}
+	(void)fdpass_take(msg, &first, keep ? 1 : 0);
 	return first;
 }
 
