@@ -209,10 +209,16 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
 		return error_set_errno(err, -r, "cannot start %s", f->cfg.shim_path);
 	CLOSE_FD(lock); /* the shim holds it now */
 	r = wait_ready(ready_r, err);
-	/* the shim is our child: reap it when it ends (the keeper does), never block */
 	if (r < 0) {
+		/* Not ready in time: ask it to stop (it then tears its sandbox down,
+		 * cgroup included), and kill it only if it will not. It is our
+		 * unreaped child, so its pid cannot have been reused meanwhile. */
 		if (fleet_shim_alive(probe))
-			kill(pid, SIGKILL); /* still ours: its pid cannot have been reused */
+			kill(pid, SIGTERM);
+		for (int i = 0; i < 500 && fleet_shim_alive(probe); i++)
+			usleep(10000);
+		if (fleet_shim_alive(probe))
+			kill(pid, SIGKILL);
 		(void)waitpid(pid, NULL, 0);
 		return r;
 	}
