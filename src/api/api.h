@@ -27,6 +27,7 @@
 #include "core/task.h"
 #include "store/store.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -211,6 +212,9 @@ int api_error_respond(const struct api_error *e, struct api_response *ret);
 /* An error response in the one shape (errors.h). 0 or -ENOMEM. */
 int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
 		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A moment as the API shows it: "2024-05-01T12:00:00.123Z", or null for 0. */
+json_t *api_time_json(int64_t ms);
 
 /* The sandbox object of the API (docs/api.md), malloc'd; NULL = out of memory. */
 char *api_sandbox_json(const struct sandbox_record *s);

@@ -12,16 +12,31 @@
 #include <stdlib.h>
 #include <time.h>
 
-void api_render_time(struct jbuf *b, int64_t ms)
+/* "2024-05-01T12:00:00.123Z" into buf; false for a moment the API shows as null. */
+static bool format_time(int64_t ms, char buf[32])
 {
 	struct tm tm;
 	time_t sec = (time_t)(ms / 1000);
-	if (ms <= 0 || !gmtime_r(&sec, &tm) || tm.tm_year + 1900 > 9999) {
+	if (ms <= 0 || !gmtime_r(&sec, &tm) || tm.tm_year + 1900 > 9999)
+		return false;
+	snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	return true;
+}
+
+void api_render_time(struct jbuf *b, int64_t ms)
+{
+	char buf[32];
+	if (format_time(ms, buf))
+		jbuf_printf(b, "\"%s\"", buf);
+	else
 		jbuf_puts(b, "null");
-		return;
-	}
-	jbuf_printf(b, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900, tm.tm_mon + 1,
-		    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+json_t *api_time_json(int64_t ms)
+{
+	char buf[32];
+	return format_time(ms, buf) ? json_string(buf) : json_null();
 }
 
 /* The member key of the stored spec, raw, or null if it has none. */

@@ -42,10 +42,20 @@ int fleet_write_json(int dirfd, const char *name, json_t *v);
  */
 int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
 		     int64_t expires_at, bool pooled, struct error *err);
+/*
+ * Tell the shim of id op ("stop", "pause", ..., or "expire" with
+ * expires_at) and take its reply. 0 or -errno with err.
+ */
+int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_at,
+	       int timeout_ms, struct error *err);
 /* Remove the directory of a sandbox whose shim is gone. */
 void fleet_remove_dir(struct fleet *f, const char *id);
-/* How end.json says the sandbox ended, or "failed" when it does not say. */
-void fleet_read_end(struct fleet *f, const char *id, char *reason, size_t rsize, char *detail,
-		    size_t dsize, int64_t *when);
+/*
+ * The shim of id is gone: record its end as end.json says (a pooled
+ * sandbox's row is deleted instead), and remove its directory. 0 (also
+ * when the end was recorded already) or -errno with err.
+ */
+int fleet_record_end(struct fleet *f, struct store *st, const char *id, bool pooled,
+		     struct error *err);
 
 #endif

@@ -165,12 +165,7 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 	int64_t expires = now + req->timeout_ms;
 	if ((r = store_sandbox_claim(st, id, now, expires, req->metadata_json, err)) < 0)
 		return r;
-	json_t *msg = json_pack("{s:s, s:I}", "op", "expire", "expires_at", (json_int_t)expires);
-	json_t *reply = NULL;
-	r = msg ? shim_call(dir, msg, -1, 5000, &reply, NULL, err) : -ENOMEM;
-	json_decref(msg);
-	json_decref(reply);
-	return r;
+	return fleet_tell(f, id, "expire", expires, 5000, err);
 }
 
 int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request *req,
@@ -184,13 +179,7 @@ int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request
 			return fleet_get_live(f, st, id, false, ret, resp);
 		/* that one was no good: it ends, and the next is tried */
 		fprintf(stderr, "agentboxd: pooled sandbox %s: %s\n", id, err.msg);
-		char dir[4200];
-		fleet_dir(f, id, dir, sizeof(dir));
-		json_t *stop = json_pack("{s:s}", "op", "stop");
-		json_t *reply = NULL;
-		(void)shim_call(dir, stop, -1, 2000, &reply, NULL, &err);
-		json_decref(stop);
-		json_decref(reply);
+		(void)fleet_tell(f, id, "stop", 0, 2000, &err);
 	}
 	struct sandbox_record s = {.status = SANDBOX_RUNNING, .created_at = now,
 			    .expires_at = now + req->timeout_ms, .spec_json = req->spec_json,
@@ -227,13 +216,8 @@ int fleet_delete(struct fleet *f, struct store *st, const char *id, struct api_r
 	if (m)
 		m->ending = true;
 	pthread_mutex_unlock(&f->lock);
-	json_t *stop = json_pack("{s:s}", "op", "stop"), *reply = NULL;
-	char dir[4200];
-	fleet_dir(f, id, dir, sizeof(dir));
 	struct error err = {0};
-	(void)shim_call(dir, stop, -1, 5000, &reply, NULL, &err);
-	json_decref(stop);
-	json_decref(reply);
+	(void)fleet_tell(f, id, "stop", 0, 5000, &err);
 	/* wait for the shim to be gone (it writes end.json first) */
 	int64_t deadline = wall_clock_ms() + 10000;
 	pthread_mutex_lock(&f->lock);
@@ -253,14 +237,9 @@ int fleet_delete(struct fleet *f, struct store *st, const char *id, struct api_r
 		snprintf(resp->log, sizeof(resp->log), "sandbox %s: its supervisor did not stop", id);
 		return -EIO;
 	}
-	char reason[32], detail[ERROR_MSG_MAX];
-	int64_t when;
-	fleet_read_end(f, id, reason, sizeof(reason), detail, sizeof(detail), &when);
-	r = store_sandbox_end(st, id, when, "deleted", NULL, &err);
-	fleet_remove_dir(f, id);
-	if (r < 0 && r != -ESTALE)
-		return store_fail(resp, r, &err, id);
-	return 0;
+	/* end.json says "deleted": the shim wrote it for our stop */
+	r = fleet_record_end(f, st, id, false, &err);
+	return r < 0 ? store_fail(resp, r, &err, id) : 0;
 }
 
 int fleet_pause(struct fleet *f, struct store *st, const char *id, bool pause,
@@ -274,13 +253,11 @@ int fleet_pause(struct fleet *f, struct store *st, const char *id, bool pause,
 	sandbox_record_release(&s);
 	if (from == to)
 		return 0;
-	json_t *msg = json_pack("{s:s}", "op", pause ? "pause" : "resume"), *reply = NULL;
-	r = fleet_call(f, id, msg, -1, &reply, NULL, "sandbox", resp);
-	json_decref(msg);
-	json_decref(reply);
-	if (r < 0)
-		return r;
 	struct error err = {0};
+	if ((r = fleet_tell(f, id, pause ? "pause" : "resume", 0, 30000, &err)) < 0) {
+		fleet_error_response(resp, -r, err.msg, "sandbox");
+		return -EINVAL;
+	}
 	r = store_sandbox_set_status(st, id, from, to, &err);
 	return r < 0 ? store_fail(resp, r, &err, id) : 0;
 }
@@ -296,12 +273,11 @@ int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t 
 	struct error err = {0};
 	if ((r = store_sandbox_set_expiry(st, id, expires_at, &err)) < 0)
 		return store_fail(resp, r, &err, id);
-	json_t *msg = json_pack("{s:s, s:I}", "op", "expire", "expires_at", (json_int_t)expires_at);
-	json_t *reply = NULL;
-	r = fleet_call(f, id, msg, -1, &reply, NULL, "sandbox", resp);
-	json_decref(msg);
-	json_decref(reply);
-	return r;
+	if ((r = fleet_tell(f, id, "expire", expires_at, 30000, &err)) < 0) {
+		fleet_error_response(resp, -r, err.msg, "sandbox");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 json_t *fleet_exec_env(struct fleet *f, const char *id, json_t *extra)

@@ -228,6 +228,22 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
 	return 0;
 }
 
+int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_at,
+	       int timeout_ms, struct error *err)
+{
+	char dir[4200];
+	fleet_dir(f, id, dir, sizeof(dir));
+	json_t *msg = strcmp(op, "expire") == 0
+			      ? json_pack("{s:s, s:I}", "op", op, "expires_at", (json_int_t)expires_at)
+			      : json_pack("{s:s}", "op", op);
+	json_t *reply = NULL;
+	int r = msg ? shim_call(dir, msg, -1, timeout_ms, &reply, NULL, err)
+		    : error_set(err, ENOMEM, "out of memory");
+	json_decref(msg);
+	json_decref(reply);
+	return r;
+}
+
 /* Remove a sandbox directory (the shim is gone): procs/ and the files. */
 void fleet_remove_dir(struct fleet *f, const char *id)
 {
@@ -255,7 +271,7 @@ void fleet_remove_dir(struct fleet *f, const char *id)
 }
 
 /* How the shim said its sandbox ended (end.json), or the reason we infer. */
-void fleet_read_end(struct fleet *f, const char *id, char *reason, size_t rsize, char *detail,
+static void read_end(struct fleet *f, const char *id, char *reason, size_t rsize, char *detail,
 		     size_t dsize, int64_t *when)
 {
 	char path[4400];
@@ -278,17 +294,23 @@ void fleet_read_end(struct fleet *f, const char *id, char *reason, size_t rsize,
 }
 
 /* The shim of id is gone: record the end, remove its files. */
-static void record_end(struct fleet *f, struct store *st, const char *id, bool pooled)
+int fleet_record_end(struct fleet *f, struct store *st, const char *id, bool pooled,
+		     struct error *err)
 {
 	char reason[32], detail[ERROR_MSG_MAX];
 	int64_t when;
-	struct error err = {0};
-	fleet_read_end(f, id, reason, sizeof(reason), detail, sizeof(detail), &when);
-	int r = pooled ? store_sandbox_delete(st, id, &err)
-		       : store_sandbox_end(st, id, when, reason, detail[0] ? detail : NULL, &err);
-	if (r < 0 && r != -ESTALE && r != -ENOENT)
-		fprintf(stderr, "agentboxd: sandbox %s: cannot record its end: %s\n", id, err.msg);
+	read_end(f, id, reason, sizeof(reason), detail, sizeof(detail), &when);
+	int r = pooled ? store_sandbox_delete(st, id, err)
+		       : store_sandbox_end(st, id, when, reason, detail[0] ? detail : NULL, err);
 	fleet_remove_dir(f, id);
+	return r == -ESTALE || r == -ENOENT ? 0 : r; /* recorded already */
+}
+
+static void record_end(struct fleet *f, struct store *st, const char *id, bool pooled)
+{
+	struct error err = {0};
+	if (fleet_record_end(f, st, id, pooled, &err) < 0)
+		fprintf(stderr, "agentboxd: sandbox %s: cannot record its end: %s\n", id, err.msg);
 }
 
 /* ---- the pool and the keeper ------------------------------------------- */
@@ -389,12 +411,7 @@ static void stop_pool(struct fleet *f)
 	for (size_t i = 0; i < f->n; i++) {
 		if (!f->m[i].pooled)
 			continue;
-		char dir[4200];
-		fleet_dir(f, f->m[i].id, dir, sizeof(dir));
-		json_t *stop = json_pack("{s:s}", "op", "stop"), *reply = NULL;
-		(void)shim_call(dir, stop, -1, 2000, &reply, NULL, &err);
-		json_decref(stop);
-		json_decref(reply);
+		(void)fleet_tell(f, f->m[i].id, "stop", 0, 2000, &err);
 	}
 	int64_t deadline = wall_clock_ms() + 5000;
 	for (size_t i = 0; i < f->n;) {
@@ -506,14 +523,9 @@ int fleet_recover(struct fleet *f, struct store *st, struct error *err)
 		if (!fo.pooled[i]) {
 			/* the store's expiry is the truth: a daemon may have died
 			 * between recording a new one and telling the shim */
-			json_t *req = json_pack("{s:s, s:I}", "op", "expire", "expires_at",
-						(json_int_t)fo.expires[i]);
-			json_t *reply = NULL;
 			struct error e2 = {0};
-			if (req && shim_call(dir, req, -1, 2000, &reply, NULL, &e2) < 0)
+			if (fleet_tell(f, fo.ids[i], "expire", fo.expires[i], 2000, &e2) < 0)
 				fprintf(stderr, "agentboxd: sandbox %s: %s\n", fo.ids[i], e2.msg);
-			json_decref(req);
-			json_decref(reply);
 		}
 	}
 	r = 0;

@@ -163,26 +163,37 @@ static json_t *read_output(struct daemon *d, const char *id, long pid, const cha
 }
 
 /* The exec result of the API from the shim's exit record. */
-static json_t *exec_result(struct daemon *d, const char *id, long pid, json_t *exit,
-			   bool with_output)
+/* The member key of the shim's exit record, or def (stolen) when it has none. */
+static json_t *member_or(json_t *exit, const char *key, json_t *def)
+{
+	json_t *v = json_object_get(exit, key);
+	if (!v)
+		return def;
+	json_decref(def);
+	return json_incref(v);
+}
+
+json_t *sandbox_exit_json(long pid, json_t *exit)
+{
+	return json_pack("{s:I, s:o, s:o, s:b, s:b, s:o, s:b}", "pid", (json_int_t)pid, "exit_code",
+			 member_or(exit, "exit_code", json_null()), "signal",
+			 member_or(exit, "signal", json_null()), "oom_killed",
+			 json_is_true(json_object_get(exit, "oom_killed")), "timed_out",
+			 json_is_true(json_object_get(exit, "timed_out")), "duration_ms",
+			 member_or(exit, "duration_ms", json_integer(0)), "truncated",
+			 json_is_true(json_object_get(exit, "truncated")));
+}
+
+/* The exec result: the exit, and up to EXEC_RESPONSE_OUTPUT_MAX of each stream. */
+static json_t *exec_result(struct daemon *d, const char *id, long pid, json_t *exit)
 {
 	bool truncated = json_is_true(json_object_get(exit, "truncated"));
-	json_t *r = json_pack("{s:I, s:O, s:O, s:b, s:b, s:O}", "pid", (json_int_t)pid, "exit_code",
-			      json_object_get(exit, "exit_code") ?: json_null(), "signal",
-			      json_object_get(exit, "signal") ?: json_null(), "oom_killed",
-			      json_is_true(json_object_get(exit, "oom_killed")), "timed_out",
-			      json_is_true(json_object_get(exit, "timed_out")), "duration_ms",
-			      json_object_get(exit, "duration_ms") ?: json_integer(0));
-	if (r && with_output) {
-		json_t *out = read_output(d, id, pid, "out", EXEC_RESPONSE_OUTPUT_MAX, &truncated);
-		json_t *err = read_output(d, id, pid, "err", EXEC_RESPONSE_OUTPUT_MAX, &truncated);
-		if (!out || !err || json_object_set_new(r, "stdout", out) < 0 ||
-		    json_object_set_new(r, "stderr", err) < 0) {
-			json_decref(r);
-			return NULL;
-		}
-	}
-	if (r && json_object_set_new(r, "truncated", json_boolean(truncated)) < 0) {
+	json_t *r = sandbox_exit_json(pid, exit);
+	json_t *out = read_output(d, id, pid, "out", EXEC_RESPONSE_OUTPUT_MAX, &truncated);
+	json_t *err = read_output(d, id, pid, "err", EXEC_RESPONSE_OUTPUT_MAX, &truncated);
+	if (!r || !out || !err || json_object_set_new(r, "stdout", out) < 0 ||
+	    json_object_set_new(r, "stderr", err) < 0 ||
+	    json_object_set_new(r, "truncated", json_boolean(truncated)) < 0) {
 		json_decref(r);
 		return NULL;
 	}
@@ -244,7 +255,7 @@ enum MHD_Result sandbox_exec(struct daemon *d, struct MHD_Connection *c, struct 
 		fleet_error_response(resp, -r, err.msg, "exec");
 		return server_send(c, resp);
 	}
-	sandbox_respond_json(resp, 200, exec_result(d, call->id, pid, exit, true));
+	sandbox_respond_json(resp, 200, exec_result(d, call->id, pid, exit));
 	json_decref(exit);
 	return server_send(c, resp);
 }
@@ -269,9 +280,9 @@ void sandbox_processes(struct daemon *d, const struct api_sandbox_call *call,
 				      json_is_true(json_object_get(p, "running")), "exit_code",
 				      json_object_get(p, "exit_code") ?: json_null(), "signal",
 				      json_object_get(p, "signal") ?: json_null(), "started_at",
-				      sandbox_json_time(json_integer_value(json_object_get(p, "started_at"))),
+				      api_time_json(json_integer_value(json_object_get(p, "started_at"))),
 				      "ended_at",
-				      sandbox_json_time(json_integer_value(json_object_get(p, "ended_at"))));
+				      api_time_json(json_integer_value(json_object_get(p, "ended_at"))));
 		if (o)
 			json_array_append_new(list, o);
 	}
@@ -320,17 +331,17 @@ enum MHD_Result sandbox_process_output(struct daemon *d, struct MHD_Connection *
 		}
 		return sandbox_stream_start(d, c, call->id, fd, call->pid, false);
 	}
-	json_t *r = exec_result(d, call->id, call->pid, exit ? exit : json_object(), true);
-	bool truncated = json_is_true(json_object_get(r, "truncated"));
-	json_t *out = r ? json_pack("{s:I, s:b, s:O, s:O, s:b, s:o}", "pid", (json_int_t)call->pid,
-				    "running", exit == NULL, "stdout", json_object_get(r, "stdout"),
-				    "stderr", json_object_get(r, "stderr"), "truncated", truncated,
-				    "exit", exit ? json_incref(r) : json_null())
-			: NULL;
-	if (exit && out) {
-		json_t *ex = json_object_get(out, "exit");
-		json_object_del(ex, "stdout");
-		json_object_del(ex, "stderr");
+	json_t *r = exec_result(d, call->id, call->pid, exit);
+	json_t *out = NULL;
+	if (r) {
+		/* the output beside the exit object, which is the result without it */
+		json_t *o = json_incref(json_object_get(r, "stdout"));
+		json_t *e = json_incref(json_object_get(r, "stderr"));
+		json_object_del(r, "stdout");
+		json_object_del(r, "stderr");
+		out = json_pack("{s:I, s:b, s:o, s:o, s:O, s:O}", "pid", (json_int_t)call->pid,
+				"running", exit == NULL, "stdout", o, "stderr", e, "truncated",
+				json_object_get(r, "truncated"), "exit", exit ? r : json_null());
 	}
 	json_decref(r);
 	json_decref(exit);

@@ -62,7 +62,7 @@ static void list_dir(int fd, const char *path, struct api_response *resp)
 		json_t *e = json_pack("{s:s%, s:s, s:I, s:s, s:o}", "name", de->d_name,
 				      strlen(de->d_name), "type", type_name(st.st_mode), "size",
 				      (json_int_t)st.st_size, "mode", mode, "mtime",
-				      sandbox_json_time((int64_t)st.st_mtim.tv_sec * 1000 +
+				      api_time_json((int64_t)st.st_mtim.tv_sec * 1000 +
 						st.st_mtim.tv_nsec / 1000000));
 		json_t **grown = e ? realloc(items, (n + 1) * sizeof(*items)) : NULL;
 		if (!grown) {

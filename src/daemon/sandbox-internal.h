@@ -16,11 +16,15 @@
 /* Entries a directory listing shows at most. */
 #define LIST_ENTRIES_MAX 10000
 
-/* "2024-05-01T12:00:00.123Z" for ms > 0, else null. */
-json_t *sandbox_json_time(int64_t ms);
-
 /* resp = status with v as its body (takes v; NULL = out of memory: 500). */
 void sandbox_respond_json(struct api_response *resp, int status, json_t *v);
+
+/*
+ * The API's exit object of process pid from the shim's exit record (or
+ * NULL: still running): pid, exit_code, signal, oom_killed, timed_out,
+ * duration_ms, truncated. NULL when out of memory.
+ */
+json_t *sandbox_exit_json(long pid, json_t *exit);
 
 enum MHD_Result sandbox_exec(struct daemon *d, struct MHD_Connection *c, struct store *st,
 			     const struct api_sandbox_call *call, const struct api_request *req,

@@ -19,25 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <time.h>
-
-static void time_string(int64_t ms, char buf[32])
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
-json_t *sandbox_json_time(int64_t ms)
-{
-	if (ms <= 0)
-		return json_null();
-	char buf[32];
-	time_string(ms, buf);
-	return json_string(buf);
-}
 
 void sandbox_respond_json(struct api_response *resp, int status, json_t *v)
 {
@@ -62,7 +43,7 @@ static void respond_sandbox(struct api_response *resp, struct store *st, const c
 /* ---- list --------------------------------------------------------------- */
 
 struct list_ctx {
-	json_t *items;
+	struct jbuf b; /* the "sandboxes" array, written as it is read */
 	char last[SANDBOX_ID_SIZE];
 	size_t n;
 };
@@ -71,13 +52,14 @@ static int list_one(const struct sandbox_record *s, void *data)
 {
 	struct list_ctx *l = data;
 	char *text = api_sandbox_json(s);
-	json_t *v = text ? json_loads(text, 0, NULL) : NULL;
-	free(text);
-	if (!v || json_array_append_new(l->items, v) < 0)
+	if (!text)
 		return -ENOMEM;
+	jbuf_puts(&l->b, l->n ? "," : "");
+	jbuf_puts(&l->b, text);
+	free(text);
 	snprintf(l->last, sizeof(l->last), "%s", s->id);
 	l->n++;
-	return 0;
+	return l->b.failed;
 }
 
 static void list_sandboxes(struct store *st, const struct api_sandbox_call *call,
@@ -100,26 +82,30 @@ static void list_sandboxes(struct store *st, const struct api_sandbox_call *call
 			statuses |= SANDBOX_STATUS_BIT(s);
 		}
 	}
-	struct list_ctx l = {.items = json_array()};
+	struct list_ctx l = {0};
 	struct sandbox_filter f = {.statuses = statuses,
 				   .after_id = call->after[0] ? call->after : NULL,
 				   .limit = (size_t)call->limit};
 	struct error err = {0};
-	int r = l.items ? store_sandbox_list(st, &f, list_one, &l, &err) : -ENOMEM;
+	jbuf_puts(&l.b, "{\"sandboxes\":[");
+	int r = store_sandbox_list(st, &f, list_one, &l, &err);
 	if (r == -ENOENT) {
-		json_decref(l.items);
+		jbuf_release(&l.b);
 		api_error_response(resp, API_ERR_INVALID_FIELD, "after", "no sandbox %s", call->after);
 		return;
 	}
 	if (r < 0) {
-		json_decref(l.items);
+		jbuf_release(&l.b);
 		api_error_response(resp, API_ERR_INTERNAL, NULL, "internal error");
 		snprintf(resp->log, sizeof(resp->log), "store: %s", err.msg);
 		return;
 	}
-	sandbox_respond_json(resp, 200,
-		     json_pack("{s:o, s:o}", "sandboxes", l.items, "next",
-			       l.n == (size_t)call->limit ? json_string(l.last) : json_null()));
+	jbuf_puts(&l.b, "],\"next\":");
+	jbuf_str_or_null(&l.b, l.n == (size_t)call->limit ? l.last : NULL);
+	jbuf_puts(&l.b, "}");
+	char *text = NULL;
+	size_t len;
+	api_json_response(resp, 200, jbuf_finish(&l.b, &text, &len) == 0 ? text : NULL);
 }
 
 /* ---- dispatch ------------------------------------------------------------- */

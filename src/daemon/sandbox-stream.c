@@ -9,7 +9,7 @@
  * exit record with everything before it sent. A client that goes away
  * closes only this connection: the process goes on.
  */
-#include "daemon/sandbox-routes.h"
+#include "daemon/sandbox-internal.h"
 
 #include "api/json-util.h"
 #include "base/cleanup.h"
@@ -130,15 +130,7 @@ static void fill(struct sse *s)
 		return;
 	if (had_exit) {
 		/* every byte written before the exit record was read above */
-		json_t *r = json_pack("{s:I, s:O, s:O, s:b, s:b, s:O, s:b}", "pid",
-				      (json_int_t)s->pid, "exit_code",
-				      json_object_get(s->exit, "exit_code") ?: json_null(), "signal",
-				      json_object_get(s->exit, "signal") ?: json_null(), "oom_killed",
-				      json_is_true(json_object_get(s->exit, "oom_killed")),
-				      "timed_out", json_is_true(json_object_get(s->exit, "timed_out")),
-				      "duration_ms",
-				      json_object_get(s->exit, "duration_ms") ?: json_integer(0),
-				      "truncated", json_is_true(json_object_get(s->exit, "truncated")));
+		json_t *r = sandbox_exit_json(s->pid, s->exit);
 		jbuf_puts(&s->pending, "event: exit\ndata: ");
 		jbuf_json(&s->pending, r ? r : json_object());
 		jbuf_puts(&s->pending, "\n\n");

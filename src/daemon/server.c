@@ -108,6 +108,21 @@ enum MHD_Result server_send(struct MHD_Connection *c, const struct api_response 
 	return ok;
 }
 
+/* The request's line, query and headers for the API (no body); q holds the query. */
+static void read_request(struct MHD_Connection *c, const char *url, const char *method,
+			 struct query_buf *q, struct api_request *req)
+{
+	MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_arg, q);
+	*req = (struct api_request){
+		.method = method,
+		.path = url,
+		.query = q->len ? (q->overflow ? "overflow=%00" : q->text) : NULL,
+		.content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+		.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+		.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+	};
+}
+
 static void make_ctx(struct listener *l, struct api_ctx *ctx)
 {
 	*ctx = (struct api_ctx){
@@ -128,15 +143,8 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 				    const char *method, struct request_state *rs)
 {
 	struct query_buf q = {.len = 0};
-	MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
-	struct api_request req = {
-		.method = method,
-		.path = url,
-		.query = q.len ? (q.overflow ? "overflow=%00" : q.text) : NULL,
-		.content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
-		.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-		.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
-	};
+	struct api_request req;
+	read_request(c, url, method, &q, &req);
 	if (!api_request_is_sandbox(&req))
 		return MHD_YES; /* answered (404/405) once the body is in */
 	struct api_ctx ctx;
@@ -186,17 +194,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 
 	struct query_buf q = {.len = 0};
-	MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
-	struct api_request req = {
-		.method = method,
-		.path = url,
-		.query = q.len ? (q.overflow ? "overflow=%00" : q.text) : NULL,
-		.body = rs->body,
-		.body_len = rs->len,
-		.content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
-		.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-		.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
-	};
+	struct api_request req;
+	read_request(c, url, method, &q, &req);
+	req.body = rs->body;
+	req.body_len = rs->len;
 	struct api_ctx ctx;
 	make_ctx(l, &ctx);
 	struct api_response resp = {0};
