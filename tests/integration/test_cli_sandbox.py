@@ -188,9 +188,12 @@ def test_sandbox_help_and_unknown_command(fake):
 
 def test_ls_table_pages_and_all(fake):
     fake.page_size = 2
+    # Every age sits in the middle of its display unit, so neither the time
+    # the CLI takes to start nor a small step of the wall clock (under
+    # emulation, in the v2 guest) can move it across a boundary.
     now = time.time()
-    fake.add_sandbox(S1, created=now - 125, timeout_s=300)
-    fake.add_sandbox(S2, status="paused", created=now - 3 * 3600, timeout_s=4 * 3600)
+    fake.add_sandbox(S1, created=now - 150, timeout_s=300)
+    fake.add_sandbox(S2, status="paused", created=now - 3.5 * 3600, timeout_s=5 * 3600)
     fake.add_sandbox(S3, status="running")
     fake.add_sandbox(sandbox_id(4), status="ended", end_reason="expired")
     p = cli(fake.path, "sandbox", "ls")
@@ -199,7 +202,7 @@ def test_ls_table_pages_and_all(fake):
     assert lines[0].split() == ["ID", "STATUS", "CREATED", "EXPIRES"]
     assert len(lines) == 4  # header + 3 live sandboxes over two pages
     assert lines[1].split() == [S1, "running", "2m", "ago", "in", "2m"]
-    assert lines[2].split() == [S2, "paused", "3h", "ago", "in", "59m"]
+    assert lines[2].split() == [S2, "paused", "3h", "ago", "in", "1h"]
     gets = fake.requests_to("GET", "/v1/sandboxes")
     assert [r.query for r in gets] == [
         {"status": ["running,paused"]},
