@@ -222,7 +222,8 @@ static void fuzz_sandbox_bodies(const char *body, size_t size)
 	int64_t ms;
 	int sig;
 	rc = sandbox_timeout_parse(body, size, &ms, &e);
-	CHECK(rc == 0 ? ms >= 1000 && ms <= SANDBOX_TIMEOUT_MAX_S * 1000LL : rc == -EINVAL || rc == -ENOMEM);
+	CHECK(rc == 0 ? ms >= 1000 && ms <= SANDBOX_TIMEOUT_MAX_S * 1000LL
+		      : rc == -EINVAL || rc == -ENOMEM);
 	rc = process_kill_parse(body, size, &sig, &e);
 	CHECK(rc == 0 ? sig >= 1 && sig <= 64 : rc == -EINVAL || rc == -ENOMEM);
 }
@@ -233,7 +234,9 @@ static void fuzz_sandbox_checks(const char *text)
 	char path[600];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/files", text);
 	const struct api_request reqs[] = {
-	    {.method = "GET", .path = "/v1/sandboxes/sbx_8e3x0k0c3y7qk4f4h5vbb2s1mw/files", .query = text},
+	    {.method = "GET",
+	     .path = "/v1/sandboxes/sbx_8e3x0k0c3y7qk4f4h5vbb2s1mw/files",
+	     .query = text},
 	    {.method = "GET", .path = "/v1/sandboxes", .query = text},
 	    {.method = "PUT", .path = path, .query = "path=%2Ftmp%2Fa"},
 	};

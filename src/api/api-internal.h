@@ -84,7 +84,6 @@ int api_respond(struct api_call *c, int status, const char *content_type, struct
 /* A failed store call r (with se) as an API error: -ENOENT is not_found. */
 int api_store_error(struct api_call *c, int r, const struct error *se);
 
-
 /* ---- rendering (render.c) --------------------------------------------- */
 
 /* "2024-05-01T12:00:00.123Z", or null for 0. */

@@ -183,13 +183,13 @@ int api_output_path(const char *state_dir, const char *id, uint32_t attempt, con
 /* A sandbox route's request, checked: what the daemon's handler needs. */
 struct api_sandbox_call {
 	enum api_route_id route;
-	char id[TASK_ID_SIZE]; /* the sandbox; "" for the collection routes */
-	long pid;	       /* processes/{pid}; -1 elsewhere */
-	char path[1025];       /* files: the path= parameter, checked; else "" */
-	bool list;	       /* files: list=1 */
-	bool follow;	       /* output: follow=1; exec: Accept: text/event-stream */
-	char status[128];      /* list: status= as given (the daemon parses it), or "" */
-	int64_t limit;	       /* list: limit= */
+	char id[TASK_ID_SIZE];	  /* the sandbox; "" for the collection routes */
+	long pid;		  /* processes/{pid}; -1 elsewhere */
+	char path[1025];	  /* files: the path= parameter, checked; else "" */
+	bool list;		  /* files: list=1 */
+	bool follow;		  /* output: follow=1; exec: Accept: text/event-stream */
+	char status[128];	  /* list: status= as given (the daemon parses it), or "" */
+	int64_t limit;		  /* list: limit= */
 	char after[TASK_ID_SIZE]; /* list: after=, or "" */
 	int64_t now;
 };

@@ -59,16 +59,17 @@ static void render_rejected(struct jbuf *b, const char *state_dir, const struct 
 	json_int_t malformed = 0, oversized = 0, dropped = 0;
 	for (uint32_t a = 1; a <= t->attempt; a++) {
 		char path[4400];
-		snprintf(path, sizeof(path), "%s/tasks/%s/attempt-%u/result.json", state_dir, t->id, a);
+		snprintf(path, sizeof(path), "%s/tasks/%s/attempt-%u/result.json", state_dir, t->id,
+			 a);
 		json_t *r = json_load_file(path, 0, NULL);
 		malformed += json_integer_value(json_object_get(r, "malformed_progress"));
 		oversized += json_integer_value(json_object_get(r, "oversized_progress"));
 		dropped += json_integer_value(json_object_get(r, "dropped_progress"));
 		json_decref(r);
 	}
-	jbuf_printf(b,
-		    ",\"progress_rejected\":{\"malformed\":%lld,\"oversized\":%lld,\"dropped\":%lld}",
-		    (long long)malformed, (long long)oversized, (long long)dropped);
+	jbuf_printf(
+	    b, ",\"progress_rejected\":{\"malformed\":%lld,\"oversized\":%lld,\"dropped\":%lld}",
+	    (long long)malformed, (long long)oversized, (long long)dropped);
 }
 
 void api_render_task(struct jbuf *b, const struct task *t, const char *state_dir)

@@ -60,14 +60,10 @@ static const char *const params_logs[] = {"follow", NULL};
 static const char *const params_files_get[] = {"path", "list", NULL};
 static const char *const params_files[] = {"path", NULL};
 const char *const *const api_route_params[API_ROUTE_COUNT] = {
-    [API_ROUTE_TASKS_LIST] = params_list,
-    [API_ROUTE_TASK_EVENTS] = params_events,
-    [API_ROUTE_TASK_LOGS] = params_logs,
-    [API_ROUTE_SANDBOXES_LIST] = params_list,
-    [API_ROUTE_PROCESS_OUTPUT] = params_logs,
-    [API_ROUTE_FILES_GET] = params_files_get,
-    [API_ROUTE_FILES_PUT] = params_files,
-    [API_ROUTE_FILES_DELETE] = params_files,
+    [API_ROUTE_TASKS_LIST] = params_list,     [API_ROUTE_TASK_EVENTS] = params_events,
+    [API_ROUTE_TASK_LOGS] = params_logs,      [API_ROUTE_SANDBOXES_LIST] = params_list,
+    [API_ROUTE_PROCESS_OUTPUT] = params_logs, [API_ROUTE_FILES_GET] = params_files_get,
+    [API_ROUTE_FILES_PUT] = params_files,     [API_ROUTE_FILES_DELETE] = params_files,
 };
 
 const struct api_route *api_routes(size_t *ret_n)
@@ -224,10 +220,11 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 		memcpy(text, m->param2, n);
 		text[n] = '\0';
 		long v = strtol(text, &end, 10);
-		if (m->param2_len >= sizeof(text) || *end || v < 1 || v > 4194304 || text[0] == '+' ||
-		    text[0] == '0')
-			return api_error_set(c->err, API_ERR_INVALID_ID, NULL,
-					     "not a process id: a decimal number from 1 to 4194304");
+		if (m->param2_len >= sizeof(text) || *end || v < 1 || v > 4194304 ||
+		    text[0] == '+' || text[0] == '0')
+			return api_error_set(
+			    c->err, API_ERR_INVALID_ID, NULL,
+			    "not a process id: a decimal number from 1 to 4194304");
 		c->pid = v;
 	}
 	int r = api_query_parse(req->query, api_route_params[m->route->id], q, c->err);

@@ -17,8 +17,8 @@
 #include <string.h>
 
 static const char *const create_fields[] = {"limits", "timeout_s", "env", "metadata", NULL};
-static const char *const exec_fields[] = {"command", "stdin",	  "env",
-					  "cwd",     "timeout_s", "background", NULL};
+static const char *const exec_fields[] = {"command",   "stdin",	     "env", "cwd",
+					  "timeout_s", "background", NULL};
 
 static int get_seconds(json_t *v, const char *field, int64_t max, int64_t *ret_ms,
 		       struct api_error *e)
@@ -95,7 +95,8 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 			r = r2;
 		sr.default_limits = tr.memory_bytes == SPEC_DEFAULT_MEMORY &&
 				    tr.cpu_milli == SPEC_DEFAULT_CPU_MILLI &&
-				    tr.pids == SPEC_DEFAULT_PIDS && tr.disk_bytes == SPEC_DEFAULT_DISK;
+				    tr.pids == SPEC_DEFAULT_PIDS &&
+				    tr.disk_bytes == SPEC_DEFAULT_DISK;
 		json_decref(out);
 		json_decref(spec);
 	}
@@ -201,8 +202,8 @@ void exec_request_release(struct exec_request *r)
 	memset(r, 0, sizeof(*r));
 }
 
-static int parse_one_int(const char *body, size_t len, const char *name, bool required,
-			 int64_t min, int64_t max, int64_t *ret, struct api_error *e)
+static int parse_one_int(const char *body, size_t len, const char *name, bool required, int64_t min,
+			 int64_t max, int64_t *ret, struct api_error *e)
 {
 	int r;
 	json_t *root = task_request_load(body && len ? body : "{}", body && len ? len : 2, e, &r);

@@ -19,9 +19,9 @@
 #include <stdint.h>
 
 #define SANDBOX_TIMEOUT_DEFAULT_S 300
-#define SANDBOX_TIMEOUT_MAX_S     (7 * 86400)
-#define EXEC_TIMEOUT_MAX_S        86400
-#define EXEC_STDIN_MAX            (1024 * 1024)
+#define SANDBOX_TIMEOUT_MAX_S	  (7 * 86400)
+#define EXEC_TIMEOUT_MAX_S	  86400
+#define EXEC_STDIN_MAX		  (1024 * 1024)
 
 /* POST /v1/sandboxes */
 struct sandbox_request {
@@ -37,8 +37,8 @@ void sandbox_request_release(struct sandbox_request *r);
 
 /* POST /v1/sandboxes/{id}/exec */
 struct exec_request {
-	json_t *command; /* array of strings, checked as a task's command */
-	json_t *env;     /* object of strings (checked as a task's env), or NULL */
+	json_t *command;  /* array of strings, checked as a task's command */
+	json_t *env;	  /* object of strings (checked as a task's env), or NULL */
 	char *stdin_data; /* NULL when absent */
 	size_t stdin_len;
 	char cwd[1024 + 1]; /* absolute; "/workspace" by default */

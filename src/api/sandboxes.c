@@ -41,7 +41,8 @@ static int parse_query(struct api_call *c, const struct api_query *q, struct api
 	case API_ROUTE_SANDBOXES_LIST: {
 		const char *v = api_query_get(q, "status");
 		if (v && strlen(v) >= sizeof(s->status))
-			return api_error_set(e, API_ERR_INVALID_FIELD, "status", "status is too long");
+			return api_error_set(e, API_ERR_INVALID_FIELD, "status",
+					     "status is too long");
 		snprintf(s->status, sizeof(s->status), "%s", v ? v : "");
 		v = api_query_get(q, "after");
 		if (v && !sandbox_id_is_valid(v))
@@ -51,7 +52,8 @@ static int parse_query(struct api_call *c, const struct api_query *q, struct api
 		return api_query_int(q, "limit", 1, STORE_LIST_MAX, API_LIST_DEFAULT, &s->limit, e);
 	}
 	case API_ROUTE_PROCESS_OUTPUT:
-		return flag_is_set(api_query_get(q, "follow"), &s->follow, e, "follow") ? 0 : -EINVAL;
+		return flag_is_set(api_query_get(q, "follow"), &s->follow, e, "follow") ? 0
+											: -EINVAL;
 	case API_ROUTE_FILES_GET:
 		if (!flag_is_set(api_query_get(q, "list"), &s->list, e, "list"))
 			return -EINVAL;

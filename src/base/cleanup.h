@@ -43,10 +43,10 @@ static inline void cleanup_fclosep(FILE **f)
 	}
 }
 
-#define _cleanup_(fn)     __attribute__((cleanup(fn)))
-#define _cleanup_free_    _cleanup_(cleanup_freep)
-#define _cleanup_close_   _cleanup_(cleanup_closep)
-#define _cleanup_fclose_  _cleanup_(cleanup_fclosep)
+#define _cleanup_(fn)	 __attribute__((cleanup(fn)))
+#define _cleanup_free_	 _cleanup_(cleanup_freep)
+#define _cleanup_close_	 _cleanup_(cleanup_closep)
+#define _cleanup_fclose_ _cleanup_(cleanup_fclosep)
 
 /* Move ownership out of a pointer variable; the variable becomes NULL. */
 #define TAKE_PTR(p)                                                                                \

@@ -26,17 +26,17 @@
 #define ERROR_MSG_MAX 512
 
 struct error {
-	int code;                /* positive errno value; 0 while unset */
+	int code;		 /* positive errno value; 0 while unset */
 	char msg[ERROR_MSG_MAX]; /* one line, no trailing newline */
 };
 
 /* Record code and a formatted message. Returns -code. */
 int error_set(struct error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* As error_set(), with ": <strerror(code)>" appended. Returns -code. */
 int error_set_errno(struct error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Prefix an already-set message with more context ("cgroup: " + msg). */
 int error_prefix(struct error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -56,7 +56,7 @@ int write_file_at(int dirfd, const char *name, const char *s)
 int create_file_at(int dirfd, const char *name, const char *s, mode_t mode)
 {
 	_cleanup_close_ int fd =
-		openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, mode);
+	    openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, mode);
 	if (fd < 0)
 		return -errno;
 	return write_all(fd, s, strlen(s));
@@ -120,8 +120,9 @@ int proc_start_time(pid_t pid, unsigned long long *ret)
 		return -ESRCH;
 	const char *p = strrchr(stat, ')');
 	/* after "pid (comm)": state is field 3, starttime field 22 */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu",
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
 			 ret) != 1)
 		return -EINVAL;
 	return 0;

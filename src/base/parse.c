@@ -53,20 +53,20 @@ int parse_size(const char *s, uint64_t *ret_bytes)
 		const char *suffix;
 		uint64_t factor;
 	} units[] = {
-		{"", 1},
-		{"b", 1},
-		{"k", 1ULL << 10},
-		{"kb", 1ULL << 10},
-		{"kib", 1ULL << 10},
-		{"m", 1ULL << 20},
-		{"mb", 1ULL << 20},
-		{"mib", 1ULL << 20},
-		{"g", 1ULL << 30},
-		{"gb", 1ULL << 30},
-		{"gib", 1ULL << 30},
-		{"t", 1ULL << 40},
-		{"tb", 1ULL << 40},
-		{"tib", 1ULL << 40},
+	    {"", 1},
+	    {"b", 1},
+	    {"k", 1ULL << 10},
+	    {"kb", 1ULL << 10},
+	    {"kib", 1ULL << 10},
+	    {"m", 1ULL << 20},
+	    {"mb", 1ULL << 20},
+	    {"mib", 1ULL << 20},
+	    {"g", 1ULL << 30},
+	    {"gb", 1ULL << 30},
+	    {"gib", 1ULL << 30},
+	    {"t", 1ULL << 40},
+	    {"tb", 1ULL << 40},
+	    {"tib", 1ULL << 40},
 	};
 	uint64_t v;
 	if (!s)
@@ -95,8 +95,8 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
 		const char *unit;
 		uint64_t ms;
 	} units[] = {
-		/* "ms" before "m", so the longer unit wins */
-		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
+	    /* "ms" before "m", so the longer unit wins */
+	    {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
 	};
 	uint64_t total = 0;
 	if (!s || !*s)
@@ -118,7 +118,8 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms)
 		size_t i;
 		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 			size_t len = strlen(units[i].unit);
-			if (strncmp(p, units[i].unit, len) == 0 && !(p[len] >= 'a' && p[len] <= 'z'))
+			if (strncmp(p, units[i].unit, len) == 0 &&
+			    !(p[len] >= 'a' && p[len] <= 'z'))
 				break;
 		}
 		if (i == sizeof(units) / sizeof(units[0]))

@@ -32,7 +32,7 @@ int spawn_helper(const char *path, const char *arg, const int *fds, size_t nfds,
 	sigaddset(&stop, SIGHUP);
 	sigfillset(&all);
 	int r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-							POSIX_SPAWN_SETSIGDEF);
+						    POSIX_SPAWN_SETSIGDEF);
 	r = r ?: posix_spawnattr_setsigmask(&attr, &stop);
 	r = r ?: posix_spawnattr_setsigdefault(&attr, &all);
 	r = r ?: posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);

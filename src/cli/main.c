@@ -14,18 +14,18 @@
 #include <unistd.h>
 
 static const struct verb verbs[] = {
-	{"run", "run a command in a new sandbox and return its exit status", verb_run},
-	{"info", "show which isolation layers this host provides", verb_info},
-	{"gc", "reclaim what crashed runs left behind", verb_gc},
-	{"submit", "queue a task with agentboxd and print its id", verb_submit},
-	{"status", "show a task as JSON", verb_status},
-	{"wait", "follow a task to its end; the exit status tells how it ended", verb_wait},
-	{"logs", "print a task's output (-f: follow it)", verb_logs},
-	{"cancel", "cancel a task", verb_cancel},
-	{"ps", "list tasks", verb_ps},
-	{"sandbox", "create, list, pause, resume, remove interactive sandboxes", verb_sandbox},
-	{"exec", "run a command in an interactive sandbox", verb_exec},
-	{"cp", "copy a file into or out of an interactive sandbox", verb_cp},
+    {"run", "run a command in a new sandbox and return its exit status", verb_run},
+    {"info", "show which isolation layers this host provides", verb_info},
+    {"gc", "reclaim what crashed runs left behind", verb_gc},
+    {"submit", "queue a task with agentboxd and print its id", verb_submit},
+    {"status", "show a task as JSON", verb_status},
+    {"wait", "follow a task to its end; the exit status tells how it ended", verb_wait},
+    {"logs", "print a task's output (-f: follow it)", verb_logs},
+    {"cancel", "cancel a task", verb_cancel},
+    {"ps", "list tasks", verb_ps},
+    {"sandbox", "create, list, pause, resume, remove interactive sandboxes", verb_sandbox},
+    {"exec", "run a command in an interactive sandbox", verb_exec},
+    {"cp", "copy a file into or out of an interactive sandbox", verb_cp},
 };
 
 int cli_fail(const char *fmt, ...)
@@ -51,9 +51,9 @@ int cli_parse_socket_only(const char *verb, const char *help, int argc, char **a
 			  const char **ret_socket)
 {
 	static const struct option options[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"socket", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	const char *socket_path = NULL;
 	int opt;

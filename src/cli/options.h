@@ -37,7 +37,9 @@ enum {
 	{"memory", required_argument, NULL, CLI_OPT_MEMORY},                                       \
 	    {"cpus", required_argument, NULL, CLI_OPT_CPUS},                                       \
 	    {"pids", required_argument, NULL, CLI_OPT_PIDS},                                       \
-	    {"disk", required_argument, NULL, CLI_OPT_DISK}
+	{                                                                                          \
+		"disk", required_argument, NULL, CLI_OPT_DISK                                      \
+	}
 
 /* Their lines in a verb's --help. */
 #define CLI_HELP_LIMITS                                                                            \

@@ -17,9 +17,7 @@ static const char help[] =
     "being stopped (agentbox wait ID then exits 130). Asking again is harmless;\n"
     "cancelling a task that has already ended is an error (conflict).\n"
     "\n"
-    "options:\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 asked; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (conflict)).\n";
 

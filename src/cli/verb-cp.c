@@ -50,9 +50,7 @@ static const char help[] =
     "id (letters, digits, _ and -); write a local file with a colon in its\n"
     "name as ./NAME.\n"
     "\n"
-    "options:\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 copied; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (file_not_found)).\n";
 

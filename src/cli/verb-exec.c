@@ -53,10 +53,8 @@ static const char help[] =
     "                       (UTF-8 text, at most 1 MiB); without it the\n"
     "                       command's stdin is empty\n"
     "  -d, --detach         start the command in the background and print its\n"
-    "                       pid (in the sandbox); do not wait for it\n"
-    CLI_HELP_SOCKET_WIDE
-    CLIENT_HELP_ENVIRONMENT
-    "\n"
+    "                       pid (in the sandbox); do not wait for it\n" CLI_HELP_SOCKET_WIDE
+	CLIENT_HELP_ENVIRONMENT "\n"
     "exit status:\n"
     "  N    the command's own exit status; 128+N when signal N killed it\n"
     "  126  the command could not be executed\n"

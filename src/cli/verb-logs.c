@@ -23,9 +23,7 @@ static const char help[] =
     "with 125: run it again to see the output so far.\n"
     "\n"
     "options:\n"
-    "  -f, --follow    keep printing as the task writes, until it ends\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "  -f, --follow    keep printing as the task writes, until it ends\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 the output was printed (with -f: the task ended); 125\n"
     "agentbox or agentboxd failed, or the stream broke (one line on stderr).\n";
 

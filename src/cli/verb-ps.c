@@ -29,9 +29,7 @@ static const char help[] =
     "  --status LIST   only tasks in these statuses, comma-separated: queued,\n"
     "                  running, succeeded, failed, oom_killed, timed_out,\n"
     "                  cancelled, lost\n"
-    "  -a, --all       tasks in every status\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "  -a, --all       tasks in every status\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 listed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr).\n";
 

@@ -23,44 +23,44 @@
 #include <unistd.h>
 
 static const char help[] =
-	"usage: agentbox run [OPTIONS] -- COMMAND [ARG...]\n"
-	"\n"
-	"Run COMMAND in a new sandbox: its own user, pid, mount, ipc, uts, net and\n"
-	"cgroup namespaces, a cgroup with limits, a read-only root built from the\n"
-	"host's /usr (or an image), seccomp and Landlock. Nothing of the host and\n"
-	"nothing of other sandboxes is visible. stdin, stdout and stderr pass\n"
-	"through.\n"
-	"\n"
-	"options:\n"
-	"  --memory SIZE      memory limit, swap excluded (default 512m)\n"
-	"  --cpus N           CPU quota, fractions allowed (default 1)\n"
-	"  --pids N           most processes and threads at once (default 256)\n"
-	"  --disk SIZE        writable space: /tmp, /dev/shm and the workdir share it;\n"
-	"                     it is memory-backed and counts toward --memory (default 1g)\n"
-	"  --timeout DUR      wall-clock limit: 500ms, 90s, 5m, 2h, 1h30m (default none)\n"
-	"  --env KEY=VALUE    set a variable; repeatable. Only PATH, HOME and LANG\n"
-	"                     are set otherwise: nothing of the caller's passes\n"
-	"  --volume HOST_DIR:SANDBOX_DIR[:ro]\n"
-	"                     bind a host directory; repeatable. Its owner appears as\n"
-	"                     the sandbox user\n"
-	"  --workdir DIR      the writable, empty working directory (default /workspace)\n"
-	"  --rootfs DIR       use an image directory (e.g. made by debootstrap) read-only\n"
-	"                     instead of the host's /usr and a synthesized /etc\n"
-	"  --network none     only a loopback interface (the default and only mode)\n"
-	"  --result FILE      write a JSON result: exit_code, signal, oom_killed,\n"
-	"                     timed_out, wall_ms, cpu_ms, peak_memory_bytes\n"
-	"\n"
-	"sizes take k, m, g, t (binary units); DIR paths are absolute.\n"
-	"\n"
-	"exit status:\n"
-	"  N      the command's own exit status\n"
-	"  128+N  the command was killed by signal N\n"
-	"  137    the sandbox ran out of memory (with a message on stderr)\n"
-	"  124    the timeout passed (with a message on stderr)\n"
-	"  126    the command could not be executed\n"
-	"  127    the command was not found\n"
-	"  125    agentbox itself failed: a bad option, a missing rootfs, an absent\n"
-	"         kernel feature; one line on stderr names the cause\n";
+    "usage: agentbox run [OPTIONS] -- COMMAND [ARG...]\n"
+    "\n"
+    "Run COMMAND in a new sandbox: its own user, pid, mount, ipc, uts, net and\n"
+    "cgroup namespaces, a cgroup with limits, a read-only root built from the\n"
+    "host's /usr (or an image), seccomp and Landlock. Nothing of the host and\n"
+    "nothing of other sandboxes is visible. stdin, stdout and stderr pass\n"
+    "through.\n"
+    "\n"
+    "options:\n"
+    "  --memory SIZE      memory limit, swap excluded (default 512m)\n"
+    "  --cpus N           CPU quota, fractions allowed (default 1)\n"
+    "  --pids N           most processes and threads at once (default 256)\n"
+    "  --disk SIZE        writable space: /tmp, /dev/shm and the workdir share it;\n"
+    "                     it is memory-backed and counts toward --memory (default 1g)\n"
+    "  --timeout DUR      wall-clock limit: 500ms, 90s, 5m, 2h, 1h30m (default none)\n"
+    "  --env KEY=VALUE    set a variable; repeatable. Only PATH, HOME and LANG\n"
+    "                     are set otherwise: nothing of the caller's passes\n"
+    "  --volume HOST_DIR:SANDBOX_DIR[:ro]\n"
+    "                     bind a host directory; repeatable. Its owner appears as\n"
+    "                     the sandbox user\n"
+    "  --workdir DIR      the writable, empty working directory (default /workspace)\n"
+    "  --rootfs DIR       use an image directory (e.g. made by debootstrap) read-only\n"
+    "                     instead of the host's /usr and a synthesized /etc\n"
+    "  --network none     only a loopback interface (the default and only mode)\n"
+    "  --result FILE      write a JSON result: exit_code, signal, oom_killed,\n"
+    "                     timed_out, wall_ms, cpu_ms, peak_memory_bytes\n"
+    "\n"
+    "sizes take k, m, g, t (binary units); DIR paths are absolute.\n"
+    "\n"
+    "exit status:\n"
+    "  N      the command's own exit status\n"
+    "  128+N  the command was killed by signal N\n"
+    "  137    the sandbox ran out of memory (with a message on stderr)\n"
+    "  124    the timeout passed (with a message on stderr)\n"
+    "  126    the command could not be executed\n"
+    "  127    the command was not found\n"
+    "  125    agentbox itself failed: a bad option, a missing rootfs, an absent\n"
+    "         kernel feature; one line on stderr names the cause\n";
 
 enum {
 	OPT_MEMORY = 256,
@@ -78,19 +78,19 @@ enum {
 };
 
 static const struct option options[] = {
-	{"memory", required_argument, NULL, OPT_MEMORY},
-	{"cpus", required_argument, NULL, OPT_CPUS},
-	{"pids", required_argument, NULL, OPT_PIDS},
-	{"disk", required_argument, NULL, OPT_DISK},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"env", required_argument, NULL, OPT_ENV},
-	{"volume", required_argument, NULL, OPT_VOLUME},
-	{"workdir", required_argument, NULL, OPT_WORKDIR},
-	{"rootfs", required_argument, NULL, OPT_ROOTFS},
-	{"network", required_argument, NULL, OPT_NETWORK},
-	{"result", required_argument, NULL, OPT_RESULT},
-	{"help", no_argument, NULL, OPT_HELP},
-	{0},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"volume", required_argument, NULL, OPT_VOLUME},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"rootfs", required_argument, NULL, OPT_ROOTFS},
+    {"network", required_argument, NULL, OPT_NETWORK},
+    {"result", required_argument, NULL, OPT_RESULT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {0},
 };
 
 struct run_args {
@@ -106,13 +106,14 @@ static int parse_value(int opt, const char *arg, struct run_args *a, struct erro
 	switch (opt) {
 	case OPT_MEMORY:
 		if (parse_size(arg, &s->memory_bytes) < 0)
-			return error_set(err, EINVAL, "--memory: '%s' is not a size (e.g. 512m, 2g)",
-					 arg);
+			return error_set(err, EINVAL,
+					 "--memory: '%s' is not a size (e.g. 512m, 2g)", arg);
 		return 0;
 	case OPT_CPUS:
 		if (parse_cpus_milli(arg, &s->cpu_milli) < 0)
 			return error_set(err, EINVAL,
-					 "--cpus: '%s' is not a positive number (e.g. 0.5, 2)", arg);
+					 "--cpus: '%s' is not a positive number (e.g. 0.5, 2)",
+					 arg);
 		return 0;
 	case OPT_PIDS:
 		if (parse_u64(arg, &s->pids) < 0)
@@ -142,8 +143,8 @@ static int parse_value(int opt, const char *arg, struct run_args *a, struct erro
 		return 0;
 	case OPT_NETWORK:
 		if (strcmp(arg, "none") != 0)
-			return error_set(err, EINVAL, "--network: '%s' is not supported (only 'none')",
-					 arg);
+			return error_set(err, EINVAL,
+					 "--network: '%s' is not supported (only 'none')", arg);
 		s->network = NETWORK_NONE;
 		return 0;
 	case OPT_RESULT:
@@ -169,8 +170,8 @@ static int parse_args(int argc, char **argv, struct run_args *a, struct error *e
 			const char *bad = argv[optind - 1];
 			if (optopt)
 				return error_set(err, EINVAL, "option '%s' needs a value", bad);
-			return error_set(err, EINVAL, "unknown option '%s' (see agentbox run --help)",
-					 bad);
+			return error_set(err, EINVAL,
+					 "unknown option '%s' (see agentbox run --help)", bad);
 		}
 		int r = parse_value(opt, optarg, a, err);
 		if (r < 0)
@@ -237,10 +238,13 @@ static int report(const struct spec *spec, const struct sandbox_result *r, int c
 static const char *end_name(enum sandbox_end end)
 {
 	static const char *const names[] = {
-		[SANDBOX_EXITED] = "exited",         [SANDBOX_SIGNALED] = "signaled",
-		[SANDBOX_OOM_KILLED] = "oom_killed", [SANDBOX_TIMED_OUT] = "timed_out",
-		[SANDBOX_CANCELLED] = "cancelled",   [SANDBOX_EXEC_FAILED] = "exec_failed",
-		[SANDBOX_SETUP_FAILED] = "setup_failed",
+	    [SANDBOX_EXITED] = "exited",
+	    [SANDBOX_SIGNALED] = "signaled",
+	    [SANDBOX_OOM_KILLED] = "oom_killed",
+	    [SANDBOX_TIMED_OUT] = "timed_out",
+	    [SANDBOX_CANCELLED] = "cancelled",
+	    [SANDBOX_EXEC_FAILED] = "exec_failed",
+	    [SANDBOX_SETUP_FAILED] = "setup_failed",
 	};
 	return names[end];
 }

@@ -47,16 +47,11 @@ static const char create_help[] =
     "moves it), or until it dies. Run commands in it with agentbox exec, copy\n"
     "files in and out with agentbox cp.\n"
     "\n"
-    "options (what is not given is agentboxd's default):\n"
-    CLI_HELP_LIMITS
+    "options (what is not given is agentboxd's default):\n" CLI_HELP_LIMITS
     "  --timeout DUR        end it DUR from now (default 5m; at most 7d): 90s,\n"
     "                       5m, 1h30m, sent in whole seconds, rounded up\n"
-    "  --env KEY=VALUE      a variable of every command run in it; repeatable\n"
-    CLI_HELP_METADATA
-    CLI_HELP_SOCKET_WIDE
-    CLI_HELP_SIZES
-    CLIENT_HELP_ENVIRONMENT
-    "\n"
+    "  --env KEY=VALUE      a variable of every command run in it; repeatable\n" CLI_HELP_METADATA
+	CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT "\n"
     "exit status: 0 created (the id is on stdout); 125 agentbox or agentboxd\n"
     "failed or refused (one line on stderr; an error of agentboxd's ends in\n"
     "its code and the field at fault).\n";
@@ -172,9 +167,7 @@ static const char ls_help[] =
     "options:\n"
     "  -a, --all       ended sandboxes too\n"
     "  --json          print a JSON array of the sandboxes as agentboxd shows\n"
-    "                  them, instead of the table\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "                  them, instead of the table\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 listed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr).\n";
 
@@ -315,9 +308,7 @@ static const char inspect_help[] =
     "created_at, expires_at, ended_at, end_reason, end_detail, limits and\n"
     "metadata, indented.\n"
     "\n"
-    "options:\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 printed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (not_found)).\n";
 
@@ -329,9 +320,7 @@ static const char pause_help[] =
     "is resumed. Pausing a paused sandbox is harmless. Prints its status as\n"
     "agentboxd answered it (paused).\n"
     "\n"
-    "options:\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 paused; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (sandbox_ended)).\n";
 
@@ -342,9 +331,7 @@ static const char resume_help[] =
     "a running sandbox is harmless. Prints its status as agentboxd answered\n"
     "it (running).\n"
     "\n"
-    "options:\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 resumed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (sandbox_ended)).\n";
 
@@ -395,9 +382,7 @@ static const char timeout_help[] =
     "rounded up; at most 7d), sooner or later than it would have. Prints the\n"
     "new expiry time (expires_at, RFC 3339 in UTC).\n"
     "\n"
-    "options:\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 set; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (sandbox_ended)).\n";
 
@@ -437,9 +422,7 @@ static const char rm_help[] =
     "gone. Prints each id removed. A sandbox that has ended already is an\n"
     "error (sandbox_ended); the others are still removed.\n"
     "\n"
-    "options:\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 all removed; 125 agentbox or agentboxd failed for one or\n"
     "more (one line on stderr for each).\n";
 

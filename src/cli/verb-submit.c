@@ -33,8 +33,7 @@ static const char help[] =
     "task runs in a fresh sandbox per attempt, whether or not anyone waits:\n"
     "follow it with agentbox wait, status, logs; stop it with cancel.\n"
     "\n"
-    "options (what is not given is agentboxd's default):\n"
-    CLI_HELP_LIMITS
+    "options (what is not given is agentboxd's default):\n" CLI_HELP_LIMITS
     "  --timeout DUR        wall-clock limit per attempt: 500ms, 90s, 5m, 1h30m\n"
     "  --env KEY=VALUE      set a variable in the sandbox; repeatable\n"
     "  --attempts N         run at most N attempts (1 to 100)\n"
@@ -42,12 +41,8 @@ static const char help[] =
     "                       separated: failed, oom_killed, timed_out, lost\n"
     "  --file LOCAL:SANDBOX copy the local text file LOCAL into the sandbox at\n"
     "                       the absolute path SANDBOX; repeatable; UTF-8 text\n"
-    "                       only, at most 4 MiB for all files together\n"
-    CLI_HELP_METADATA
-    CLI_HELP_SOCKET_WIDE
-    CLI_HELP_SIZES
-    CLIENT_HELP_ENVIRONMENT
-    "\n"
+    "                       only, at most 4 MiB for all files together\n" CLI_HELP_METADATA
+	CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT "\n"
     "exit status: 0 queued (the id is on stdout); 125 agentbox or agentboxd\n"
     "failed or refused the task (one line on stderr; an error of agentboxd's\n"
     "ends in its code and the field at fault, e.g. (invalid_field, field\n"

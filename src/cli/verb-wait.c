@@ -52,9 +52,7 @@ static const char help[] =
     "\n"
     "options:\n"
     "  --timeout DUR   give up after DUR (500ms, 90s, 5m, 1h30m); the task\n"
-    "                  goes on\n"
-    CLIENT_HELP_SOCKET
-    "\n"
+    "                  goes on\n" CLIENT_HELP_SOCKET "\n"
     "exit status, how the task ended:\n"
     "  0    succeeded\n"
     "  1    failed (its command exited non-zero or was killed by a signal)\n"

@@ -33,7 +33,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define CLIENT_DEFAULT_SOCKET	  "/run/agentbox/agentbox.sock"
+#define CLIENT_DEFAULT_SOCKET "/run/agentbox/agentbox.sock"
 
 /* The help text every daemon verb ends its option list with. */
 #define CLIENT_HELP_SOCKET                                                                         \

@@ -7,19 +7,19 @@
 #include <string.h>
 
 static const char *const status_names[SANDBOX_STATUS_COUNT] = {
-	[SANDBOX_POOLED] = "pooled",
-	[SANDBOX_RUNNING] = "running",
-	[SANDBOX_PAUSED] = "paused",
-	[SANDBOX_ENDED] = "ended",
+    [SANDBOX_POOLED] = "pooled",
+    [SANDBOX_RUNNING] = "running",
+    [SANDBOX_PAUSED] = "paused",
+    [SANDBOX_ENDED] = "ended",
 };
 
 /* allowed[from] is the set of statuses `from` may move to. */
 #define B(s) SANDBOX_STATUS_BIT(s)
 static const uint32_t allowed[SANDBOX_STATUS_COUNT] = {
-	[SANDBOX_POOLED] = B(SANDBOX_RUNNING) | B(SANDBOX_ENDED),
-	[SANDBOX_RUNNING] = B(SANDBOX_PAUSED) | B(SANDBOX_ENDED),
-	[SANDBOX_PAUSED] = B(SANDBOX_RUNNING) | B(SANDBOX_ENDED),
-	/* ended: nothing */
+    [SANDBOX_POOLED] = B(SANDBOX_RUNNING) | B(SANDBOX_ENDED),
+    [SANDBOX_RUNNING] = B(SANDBOX_PAUSED) | B(SANDBOX_ENDED),
+    [SANDBOX_PAUSED] = B(SANDBOX_RUNNING) | B(SANDBOX_ENDED),
+    /* ended: nothing */
 };
 #undef B
 

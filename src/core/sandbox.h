@@ -29,7 +29,7 @@ enum sandbox_status {
 };
 
 /* Named limits of the sandbox model. */
-#define SANDBOX_ID_SIZE      32 /* "sbx_" + 26 base32 characters + NUL */
+#define SANDBOX_ID_SIZE	     32		   /* "sbx_" + 26 base32 characters + NUL */
 #define SANDBOX_METADATA_MAX (64 * 1024)   /* bytes of metadata_json */
 #define SANDBOX_SPEC_MAX     (1024 * 1024) /* bytes of spec_json */
 

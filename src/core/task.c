@@ -7,21 +7,20 @@
 #include <string.h>
 
 static const char *const status_names[TASK_STATUS_COUNT] = {
-	[TASK_QUEUED] = "queued",       [TASK_RUNNING] = "running",
-	[TASK_SUCCEEDED] = "succeeded", [TASK_FAILED] = "failed",
-	[TASK_OOM_KILLED] = "oom_killed", [TASK_TIMED_OUT] = "timed_out",
-	[TASK_CANCELLED] = "cancelled", [TASK_LOST] = "lost",
+    [TASK_QUEUED] = "queued",	      [TASK_RUNNING] = "running",
+    [TASK_SUCCEEDED] = "succeeded",   [TASK_FAILED] = "failed",
+    [TASK_OOM_KILLED] = "oom_killed", [TASK_TIMED_OUT] = "timed_out",
+    [TASK_CANCELLED] = "cancelled",   [TASK_LOST] = "lost",
 };
 
 /* allowed[from] is the set of statuses `from` may move to. */
 #define B(s) TASK_STATUS_BIT(s)
 #define ENDS                                                                                       \
-	(B(TASK_SUCCEEDED) | B(TASK_FAILED) | B(TASK_OOM_KILLED) | B(TASK_TIMED_OUT) |           \
+	(B(TASK_SUCCEEDED) | B(TASK_FAILED) | B(TASK_OOM_KILLED) | B(TASK_TIMED_OUT) |             \
 	 B(TASK_CANCELLED) | B(TASK_LOST))
 static const uint32_t allowed[TASK_STATUS_COUNT] = {
-	[TASK_QUEUED] = B(TASK_RUNNING) | B(TASK_CANCELLED),
-	[TASK_RUNNING] = ENDS | B(TASK_QUEUED),
-	/* the ends: nothing */
+    [TASK_QUEUED] = B(TASK_RUNNING) | B(TASK_CANCELLED), [TASK_RUNNING] = ENDS | B(TASK_QUEUED),
+    /* the ends: nothing */
 };
 #undef B
 

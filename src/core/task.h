@@ -26,7 +26,7 @@ enum task_status {
 	TASK_QUEUED = 0,
 	TASK_RUNNING,
 	TASK_SUCCEEDED,
-	TASK_FAILED,     /* exited non-zero or killed by a signal of its own */
+	TASK_FAILED,	 /* exited non-zero or killed by a signal of its own */
 	TASK_OOM_KILLED, /* read from the cgroup's oom_kill counter */
 	TASK_TIMED_OUT,
 	TASK_CANCELLED,
@@ -35,7 +35,7 @@ enum task_status {
 };
 
 /* Named limits of the task model. */
-#define TASK_ID_SIZE          32 /* "tsk_" + 26 base32 characters + NUL */
+#define TASK_ID_SIZE	      32 /* "tsk_" + 26 base32 characters + NUL */
 #define TASK_MAX_ATTEMPTS_MAX 100
 #define TASK_DEFAULT_ATTEMPTS 1
 
@@ -81,20 +81,20 @@ struct task {
 	uint32_t max_attempts;
 	uint32_t retry_on;     /* TASK_STATUS_BIT()s */
 	bool cancel_requested; /* set while running; the scheduler kills it */
-	int exit_code;         /* of the last attempt; -1 when there is none */
+	int exit_code;	       /* of the last attempt; -1 when there is none */
 	int64_t created_at;    /* ms since the epoch */
 	int64_t started_at;    /* first start; 0 = never */
 	int64_t finished_at;   /* 0 = not final */
 	char *spec_json;       /* command, limits, env, files, metadata */
 	char *progress_json;   /* every progress event merged; "{}" at first */
-	char *error;           /* NULL, or why the task ended badly */
+	char *error;	       /* NULL, or why the task ended badly */
 };
 
 void task_release(struct task *t);
 
 enum task_event_type {
 	TASK_EVENT_PROGRESS = 0, /* a JSON object the task wrote */
-	TASK_EVENT_STATUS,       /* {"status": ..., "exit_code": ..., "error": ...} */
+	TASK_EVENT_STATUS,	 /* {"status": ..., "exit_code": ..., "error": ...} */
 };
 
 const char *task_event_type_name(enum task_event_type t);

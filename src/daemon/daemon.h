@@ -19,15 +19,15 @@ struct fleet;
 #include <pthread.h>
 #include <stdbool.h>
 
-#define DAEMON_SOCKET_DEFAULT    "/run/agentbox/agentbox.sock"
+#define DAEMON_SOCKET_DEFAULT	 "/run/agentbox/agentbox.sock"
 #define DAEMON_STATE_DIR_DEFAULT "/var/lib/agentbox"
-#define DAEMON_POOL_SIZE         8
-#define DAEMON_CONNECTIONS_MAX   256
+#define DAEMON_POOL_SIZE	 8
+#define DAEMON_CONNECTIONS_MAX	 256
 
 struct daemon_config {
 	const char *socket_path;
 	const char *state_dir;
-	const char *listen;         /* "ADDR:PORT" or NULL */
+	const char *listen; /* "ADDR:PORT" or NULL */
 	const char *supervisor_path;
 	const char *shim_path;
 	unsigned max_running;
@@ -45,8 +45,8 @@ struct daemon {
 	struct daemon_config cfg;
 	struct store_pool pool;
 	char db_path[4096];
-	char token[65]; /* for TCP clients */
-	int wake_fd;    /* eventfd: the scheduler's doorbell */
+	char token[65];	     /* for TCP clients */
+	int wake_fd;	     /* eventfd: the scheduler's doorbell */
 	struct fleet *fleet; /* the interactive sandboxes (fleet.h) */
 	volatile int stopping;
 };

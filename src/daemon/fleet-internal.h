@@ -46,8 +46,8 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
  * Tell the shim of id op ("stop", "pause", ..., or "expire" with
  * expires_at) and take its reply. 0 or -errno with err.
  */
-int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_at,
-	       int timeout_ms, struct error *err);
+int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_at, int timeout_ms,
+	       struct error *err);
 /* Remove the directory of a sandbox whose shim is gone. */
 void fleet_remove_dir(struct fleet *f, const char *id);
 /*

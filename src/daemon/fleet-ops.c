@@ -32,7 +32,8 @@ void fleet_error_response(struct api_response *resp, int errnum, const char *mes
 		if (proc)
 			api_error_response(resp, API_ERR_PROCESS_NOT_FOUND, NULL, "%s", m);
 		else
-			api_error_response(resp, API_ERR_FILE_NOT_FOUND, file ? "path" : NULL, "%s", m);
+			api_error_response(resp, API_ERR_FILE_NOT_FOUND, file ? "path" : NULL, "%s",
+					   m);
 		return;
 	case ESRCH:
 		api_error_response(resp, API_ERR_PROCESS_ENDED, NULL, "%s", m);
@@ -97,7 +98,8 @@ static int store_fail(struct api_response *resp, int r, const struct error *err,
 	if (r == -ENOENT)
 		api_error_response(resp, API_ERR_NOT_FOUND, NULL, "no sandbox %s", id);
 	else if (r == -ESTALE)
-		api_error_response(resp, API_ERR_SANDBOX_ENDED, NULL, "the sandbox %s has ended", id);
+		api_error_response(resp, API_ERR_SANDBOX_ENDED, NULL, "the sandbox %s has ended",
+				   id);
 	else {
 		api_error_response(resp, API_ERR_INTERNAL, NULL, "internal error");
 		snprintf(resp->log, sizeof(resp->log), "store: %s", err->msg);
@@ -168,8 +170,8 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 	return fleet_tell(f, id, "expire", expires, 5000, err);
 }
 
-int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request *req,
-		 int64_t now, struct sandbox_record *ret, struct api_response *resp)
+int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request *req, int64_t now,
+		 struct sandbox_record *ret, struct api_response *resp)
 {
 	struct error err = {0};
 	char id[SANDBOX_ID_SIZE];
@@ -181,15 +183,18 @@ int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request
 		fprintf(stderr, "agentboxd: pooled sandbox %s: %s\n", id, err.msg);
 		(void)fleet_tell(f, id, "stop", 0, 2000, &err);
 	}
-	struct sandbox_record s = {.status = SANDBOX_RUNNING, .created_at = now,
-			    .expires_at = now + req->timeout_ms, .spec_json = req->spec_json,
-			    .metadata_json = req->metadata_json};
+	struct sandbox_record s = {.status = SANDBOX_RUNNING,
+				   .created_at = now,
+				   .expires_at = now + req->timeout_ms,
+				   .spec_json = req->spec_json,
+				   .metadata_json = req->metadata_json};
 	if (sandbox_id_new(s.id) < 0)
 		return store_fail(resp, -EIO, &err, "");
 	if ((r = store_sandbox_insert(st, &s, &err)) < 0)
 		return store_fail(resp, r, &err, s.id);
 	json_t *spec = json_loads(req->spec_json, 0, NULL);
-	_cleanup_free_ char *env = spec ? json_dumps(json_object_get(spec, "env"), JSON_COMPACT) : NULL;
+	_cleanup_free_ char *env =
+	    spec ? json_dumps(json_object_get(spec, "env"), JSON_COMPACT) : NULL;
 	json_decref(spec);
 	r = env ? fleet_start_shim(f, s.id, req->spec_json, env, s.expires_at, false, &err)
 		: error_set(&err, ENOMEM, "out of memory");
@@ -197,8 +202,8 @@ int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request
 		struct error e2 = {0};
 		(void)store_sandbox_end(st, s.id, wall_clock_ms(), "failed", err.msg, &e2);
 		fleet_remove_dir(f, s.id);
-		api_error_response(resp, API_ERR_SANDBOX_FAILED, NULL, "the sandbox could not be built: %s",
-				   err.msg);
+		api_error_response(resp, API_ERR_SANDBOX_FAILED, NULL,
+				   "the sandbox could not be built: %s", err.msg);
 		return -EIO;
 	}
 	return fleet_get_live(f, st, s.id, false, ret, resp);
@@ -221,7 +226,8 @@ int fleet_delete(struct fleet *f, struct store *st, const char *id, struct api_r
 	/* wait for the shim to be gone (it writes end.json first) */
 	int64_t deadline = wall_clock_ms() + 10000;
 	pthread_mutex_lock(&f->lock);
-	while ((m = fleet_find_member(f, id)) && fleet_shim_alive(m->lock_fd) && wall_clock_ms() < deadline) {
+	while ((m = fleet_find_member(f, id)) && fleet_shim_alive(m->lock_fd) &&
+	       wall_clock_ms() < deadline) {
 		pthread_mutex_unlock(&f->lock);
 		usleep(2000);
 		pthread_mutex_lock(&f->lock);
@@ -234,7 +240,8 @@ int fleet_delete(struct fleet *f, struct store *st, const char *id, struct api_r
 	pthread_mutex_unlock(&f->lock);
 	if (!gone) {
 		api_error_response(resp, API_ERR_INTERNAL, NULL, "internal error");
-		snprintf(resp->log, sizeof(resp->log), "sandbox %s: its supervisor did not stop", id);
+		snprintf(resp->log, sizeof(resp->log), "sandbox %s: its supervisor did not stop",
+			 id);
 		return -EIO;
 	}
 	/* end.json says "deleted": the shim wrote it for our stop */
@@ -303,7 +310,9 @@ json_t *fleet_exec_env(struct fleet *f, const char *id, json_t *extra)
 		const char *val = json_string_value(v);
 		size_t n = strlen(k) + (val ? strlen(val) : 0) + 2;
 		char *kv = malloc(n);
-		if (!kv || json_array_append_new(out, json_string((snprintf(kv, n, "%s=%s", k, val ? val : ""), kv))) < 0) {
+		if (!kv ||
+		    json_array_append_new(
+			out, json_string((snprintf(kv, n, "%s=%s", k, val ? val : ""), kv))) < 0) {
 			free(kv);
 			json_decref(out);
 			out = NULL;

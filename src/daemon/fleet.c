@@ -168,8 +168,8 @@ static int wait_ready(int fd, struct error *err)
  * Start the shim of sandbox id in a new directory, and wait until its
  * sandbox is ready. On success the fleet watches it.
  */
-int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
-		      const char *env_json, int64_t expires_at, bool pooled, struct error *err)
+int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
+		     int64_t expires_at, bool pooled, struct error *err)
 {
 	char dir[4200];
 	fleet_dir(f, id, dir, sizeof(dir));
@@ -177,8 +177,8 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
 		return error_set_errno(err, errno, "%s", dir);
 	_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	json_t *spec = json_loads(spec_json, 0, NULL);
-	json_t *sj = spec ? json_pack("{s:s, s:I, s:o}", "id", id, "expires_at", (json_int_t)expires_at,
-				      "spec", spec)
+	json_t *sj = spec ? json_pack("{s:s, s:I, s:o}", "id", id, "expires_at",
+				      (json_int_t)expires_at, "spec", spec)
 			  : NULL;
 	json_t *env = json_loads(env_json ? env_json : "{}", 0, NULL);
 	int r = dfd < 0 ? -errno : (!sj || !env) ? -ENOMEM : 0;
@@ -201,7 +201,8 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
 	_cleanup_close_ int ready_r = ready[0];
 
 	pid_t pid;
-	_Static_assert(SHIM_LOCK_FD == 3 && SHIM_READY_FD == 4, "spawn_helper() hands fds over from 3");
+	_Static_assert(SHIM_LOCK_FD == 3 && SHIM_READY_FD == 4,
+		       "spawn_helper() hands fds over from 3");
 	int fds[] = {lock, ready[1]};
 	r = spawn_helper(f->cfg.shim_path, dir, fds, 2, &pid);
 	close(ready[1]);
@@ -228,14 +229,14 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json,
 	return 0;
 }
 
-int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_at,
-	       int timeout_ms, struct error *err)
+int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_at, int timeout_ms,
+	       struct error *err)
 {
 	char dir[4200];
 	fleet_dir(f, id, dir, sizeof(dir));
 	json_t *msg = strcmp(op, "expire") == 0
-			      ? json_pack("{s:s, s:I}", "op", op, "expires_at", (json_int_t)expires_at)
-			      : json_pack("{s:s}", "op", op);
+			  ? json_pack("{s:s, s:I}", "op", op, "expires_at", (json_int_t)expires_at)
+			  : json_pack("{s:s}", "op", op);
 	json_t *reply = NULL;
 	int r = msg ? shim_call(dir, msg, -1, timeout_ms, &reply, NULL, err)
 		    : error_set(err, ENOMEM, "out of memory");

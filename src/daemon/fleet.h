@@ -33,8 +33,8 @@
 #include <stdbool.h>
 
 /* The default size of the warm pool: per CPU, within bounds. */
-#define FLEET_POOL_PER_CPU   2
-#define FLEET_POOL_MAX       64
+#define FLEET_POOL_PER_CPU 2
+#define FLEET_POOL_MAX	   64
 /* How long a shim may take to report its sandbox ready. */
 #define FLEET_READY_TIMEOUT_MS 10000
 /* How often the keeper looks at the shims and the pool. */
@@ -71,8 +71,8 @@ void fleet_dir(const struct fleet *f, const char *id, char *buf, size_t size);
  * and one is ready, else built now. *ret gets its stored record. 0, or
  * -EINVAL/-EIO with resp an error response.
  */
-int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request *req,
-		 int64_t now, struct sandbox_record *ret, struct api_response *resp);
+int fleet_create(struct fleet *f, struct store *st, const struct sandbox_request *req, int64_t now,
+		 struct sandbox_record *ret, struct api_response *resp);
 
 /*
  * The live sandbox id, for a request that needs it running: 0 with *ret

@@ -50,23 +50,24 @@
 #define SCHED_TICK_MS 25
 
 static const char usage_text[] =
-	"usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]\n"
-	"                 [--max-running N] [--pool N] [--supervisor PATH] [--shim PATH]\n"
-	"       agentboxd --print-token [--state-dir DIR]\n"
-	"\n"
-	"  --socket PATH      unix socket to serve, mode 0660 (default " DAEMON_SOCKET_DEFAULT ")\n"
-	"  --state-dir DIR    the database, task files and token (default " DAEMON_STATE_DIR_DEFAULT ")\n"
-	"  --listen ADDR:PORT also serve TCP; every request then needs\n"
-	"                     'Authorization: Bearer <token>' (see --print-token)\n"
-	"  --max-running N    tasks running at once; the rest wait, first in first out\n"
-	"                     (default 16)\n"
-	"  --pool N           interactive sandboxes kept ready with the default limits\n"
-	"                     (default 2 per CPU, at most 64; 0 = none)\n"
-	"  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
-	"  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
-	"  --print-token      print the TCP token (made at first start) and exit\n"
-	"\n"
-	"exit status: 0 after SIGTERM or SIGINT, 1 when it cannot start, 2 usage error\n";
+    "usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]\n"
+    "                 [--max-running N] [--pool N] [--supervisor PATH] [--shim PATH]\n"
+    "       agentboxd --print-token [--state-dir DIR]\n"
+    "\n"
+    "  --socket PATH      unix socket to serve, mode 0660 (default " DAEMON_SOCKET_DEFAULT ")\n"
+    "  --state-dir DIR    the database, task files and token (default " DAEMON_STATE_DIR_DEFAULT
+    ")\n"
+    "  --listen ADDR:PORT also serve TCP; every request then needs\n"
+    "                     'Authorization: Bearer <token>' (see --print-token)\n"
+    "  --max-running N    tasks running at once; the rest wait, first in first out\n"
+    "                     (default 16)\n"
+    "  --pool N           interactive sandboxes kept ready with the default limits\n"
+    "                     (default 2 per CPU, at most 64; 0 = none)\n"
+    "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
+    "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
+    "  --print-token      print the TCP token (made at first start) and exit\n"
+    "\n"
+    "exit status: 0 after SIGTERM or SIGINT, 1 when it cannot start, 2 usage error\n";
 
 void daemon_wake(struct daemon *d)
 {
@@ -230,16 +231,16 @@ static void *sched_main(void *arg)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, 's'},
-		{"state-dir", required_argument, NULL, 'd'},
-		{"listen", required_argument, NULL, 'l'},
-		{"max-running", required_argument, NULL, 'm'},
-		{"supervisor", required_argument, NULL, 'x'},
-		{"shim", required_argument, NULL, 'y'},
-		{"pool", required_argument, NULL, 'P'},
-		{"print-token", no_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"socket", required_argument, NULL, 's'},
+	    {"state-dir", required_argument, NULL, 'd'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"max-running", required_argument, NULL, 'm'},
+	    {"supervisor", required_argument, NULL, 'x'},
+	    {"shim", required_argument, NULL, 'y'},
+	    {"pool", required_argument, NULL, 'P'},
+	    {"print-token", no_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	/* whatever our parent left open must not reach the supervisors */
 	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -258,11 +259,21 @@ int main(int argc, char **argv)
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 's': d.cfg.socket_path = optarg; break;
-		case 'd': d.cfg.state_dir = optarg; break;
-		case 'l': d.cfg.listen = optarg; break;
-		case 'x': d.cfg.supervisor_path = optarg; break;
-		case 'y': d.cfg.shim_path = optarg; break;
+		case 's':
+			d.cfg.socket_path = optarg;
+			break;
+		case 'd':
+			d.cfg.state_dir = optarg;
+			break;
+		case 'l':
+			d.cfg.listen = optarg;
+			break;
+		case 'x':
+			d.cfg.supervisor_path = optarg;
+			break;
+		case 'y':
+			d.cfg.shim_path = optarg;
+			break;
 		case 'P':
 			if (parse_u64(optarg, &v) < 0 || v > FLEET_POOL_MAX) {
 				fprintf(stderr, "agentboxd: --pool: '%s' is not 0..%d\n", optarg,
@@ -271,16 +282,20 @@ int main(int argc, char **argv)
 			}
 			d.cfg.pool_size = (unsigned)v;
 			break;
-		case 'p': print_token = true; break;
+		case 'p':
+			print_token = true;
+			break;
 		case 'm':
 			if (parse_u64(optarg, &v) < 0 || v < 1 || v > SCHED_MAX_RUNNING_MAX) {
-				fprintf(stderr, "agentboxd: --max-running: '%s' is not 1..%d\n", optarg,
-					SCHED_MAX_RUNNING_MAX);
+				fprintf(stderr, "agentboxd: --max-running: '%s' is not 1..%d\n",
+					optarg, SCHED_MAX_RUNNING_MAX);
 				return 2;
 			}
 			d.cfg.max_running = (unsigned)v;
 			break;
-		case 'h': fputs(usage_text, stdout); return 0;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
 		default:
 			fprintf(stderr, "agentboxd: unknown or incomplete option '%s'\n%s",
 				argv[optind - 1], usage_text);
@@ -304,7 +319,8 @@ int main(int argc, char **argv)
 	if (geteuid() != 0)
 		return fail("needs root (sandboxes need uid ranges and cgroups)");
 	if (access(d.cfg.supervisor_path, X_OK) != 0)
-		return fail("cannot run the supervisor %s: %s", d.cfg.supervisor_path, strerror(errno));
+		return fail("cannot run the supervisor %s: %s", d.cfg.supervisor_path,
+			    strerror(errno));
 	if (access(d.cfg.shim_path, X_OK) != 0)
 		return fail("cannot run the shim %s: %s", d.cfg.shim_path, strerror(errno));
 
@@ -329,8 +345,8 @@ int main(int argc, char **argv)
 	snprintf(lock_path, sizeof(lock_path), "%s/daemon.lock", d.cfg.state_dir);
 	int state_lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (state_lock < 0 || flock(state_lock, LOCK_EX | LOCK_NB) < 0)
-		return fail("another agentboxd uses %s (or it cannot be locked: %s)", d.cfg.state_dir,
-			    strerror(errno));
+		return fail("another agentboxd uses %s (or it cannot be locked: %s)",
+			    d.cfg.state_dir, strerror(errno));
 	if (store_pool_init(&d.pool, d.db_path, &err) < 0 ||
 	    store_open_sqlite(d.db_path, &sched_store, &err) < 0)
 		return fail("%s", err.msg);
@@ -341,8 +357,10 @@ int main(int argc, char **argv)
 				  .max_running = d.cfg.max_running};
 	if (sched_new(&sc, sched_store, &sched, &err) < 0 || sched_recover(sched, &err) < 0)
 		return fail("%s", err.msg);
-	struct fleet_config fc = {.state_dir = d.cfg.state_dir, .shim_path = d.cfg.shim_path,
-				  .db_path = d.db_path, .pool_size = d.cfg.pool_size};
+	struct fleet_config fc = {.state_dir = d.cfg.state_dir,
+				  .shim_path = d.cfg.shim_path,
+				  .db_path = d.db_path,
+				  .pool_size = d.cfg.pool_size};
 	if (fleet_new(&fc, &d.fleet, &err) < 0 || fleet_recover(d.fleet, sched_store, &err) < 0)
 		return fail("%s", err.msg);
 	d.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -379,13 +397,15 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"agentboxd: serving unix:%s%s%s, state in %s, %u tasks at once, "
 		"%u warm sandboxes\n",
-		d.cfg.socket_path, d.cfg.listen ? " and tcp:" : "", d.cfg.listen ? d.cfg.listen : "",
-		d.cfg.state_dir, d.cfg.max_running, d.cfg.pool_size);
+		d.cfg.socket_path, d.cfg.listen ? " and tcp:" : "",
+		d.cfg.listen ? d.cfg.listen : "", d.cfg.state_dir, d.cfg.max_running,
+		d.cfg.pool_size);
 
 	int sig;
 	sigwait(&stop, &sig);
-	fprintf(stderr, "agentboxd: signal %d: stopping; running tasks and sandboxes go on under "
-			"their supervisors\n",
+	fprintf(stderr,
+		"agentboxd: signal %d: stopping; running tasks and sandboxes go on under "
+		"their supervisors\n",
 		sig);
 	d.stopping = 1;
 	daemon_wake(&d);

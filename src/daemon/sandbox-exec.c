@@ -66,7 +66,8 @@ static int exec_failure_code(int errnum)
 static json_t *exec_failed_result(int errnum, const char *message)
 {
 	char text[ERROR_MSG_MAX + 16];
-	snprintf(text, sizeof(text), "agentbox: %s\n", message && *message ? message : strerror(errnum));
+	snprintf(text, sizeof(text), "agentbox: %s\n",
+		 message && *message ? message : strerror(errnum));
 	return json_pack("{s:n, s:i, s:n, s:s, s:s, s:b, s:b, s:i, s:b}", "pid", "exit_code",
 			 exec_failure_code(errnum), "signal", "stdout", "", "stderr", text,
 			 "oom_killed", 0, "timed_out", 0, "duration_ms", 0, "truncated", 0);
@@ -83,10 +84,10 @@ static int exec_start(struct daemon *d, const char *id, const struct exec_reques
 	char dir[4200];
 	fleet_dir(d->fleet, id, dir, sizeof(dir));
 	json_t *env = fleet_exec_env(d->fleet, id, x->env);
-	json_t *msg = env ? json_pack("{s:s, s:O, s:o, s:s, s:I}", "op", "exec", "command", x->command,
-				      "env", env, "cwd", x->cwd, "timeout_ms",
-				      (json_int_t)x->timeout_ms)
-			  : NULL;
+	json_t *msg =
+	    env ? json_pack("{s:s, s:O, s:o, s:s, s:I}", "op", "exec", "command", x->command, "env",
+			    env, "cwd", x->cwd, "timeout_ms", (json_int_t)x->timeout_ms)
+		: NULL;
 	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	json_decref(msg);
 	if (!text) {
@@ -201,8 +202,8 @@ static json_t *exec_result(struct daemon *d, const char *id, long pid, json_t *e
 }
 
 enum MHD_Result sandbox_exec(struct daemon *d, struct MHD_Connection *c, struct store *st,
-			    const struct api_sandbox_call *call, const struct api_request *req,
-			    struct api_response *resp)
+			     const struct api_sandbox_call *call, const struct api_request *req,
+			     struct api_response *resp)
 {
 	struct exec_request x = {0};
 	struct api_error e = {0};
@@ -263,7 +264,7 @@ enum MHD_Result sandbox_exec(struct daemon *d, struct MHD_Connection *c, struct 
 /* ---- processes ------------------------------------------------------------ */
 
 void sandbox_processes(struct daemon *d, const struct api_sandbox_call *call,
-		      struct api_response *resp)
+		       struct api_response *resp)
 {
 	json_t *msg = json_pack("{s:s}", "op", "processes"), *reply = NULL;
 	int r = fleet_call(d->fleet, call->id, msg, -1, &reply, NULL, "process", resp);
@@ -274,15 +275,14 @@ void sandbox_processes(struct daemon *d, const struct api_sandbox_call *call,
 	size_t i;
 	json_array_foreach(json_object_get(reply, "processes"), i, p)
 	{
-		json_t *o = json_pack("{s:O, s:O, s:b, s:O, s:O, s:o, s:o}", "pid",
-				      json_object_get(p, "pid"), "command",
-				      json_object_get(p, "command") ?: json_array(), "running",
-				      json_is_true(json_object_get(p, "running")), "exit_code",
-				      json_object_get(p, "exit_code") ?: json_null(), "signal",
-				      json_object_get(p, "signal") ?: json_null(), "started_at",
-				      api_time_json(json_integer_value(json_object_get(p, "started_at"))),
-				      "ended_at",
-				      api_time_json(json_integer_value(json_object_get(p, "ended_at"))));
+		json_t *o = json_pack(
+		    "{s:O, s:O, s:b, s:O, s:O, s:o, s:o}", "pid", json_object_get(p, "pid"),
+		    "command", json_object_get(p, "command") ?: json_array(), "running",
+		    json_is_true(json_object_get(p, "running")), "exit_code",
+		    json_object_get(p, "exit_code") ?: json_null(), "signal",
+		    json_object_get(p, "signal") ?: json_null(), "started_at",
+		    api_time_json(json_integer_value(json_object_get(p, "started_at"))), "ended_at",
+		    api_time_json(json_integer_value(json_object_get(p, "ended_at"))));
 		if (o)
 			json_array_append_new(list, o);
 	}
@@ -304,13 +304,15 @@ static json_t *exit_record(struct daemon *d, const char *id, long pid, bool *kno
 }
 
 enum MHD_Result sandbox_process_output(struct daemon *d, struct MHD_Connection *c,
-				      const struct api_sandbox_call *call, struct api_response *resp)
+				       const struct api_sandbox_call *call,
+				       struct api_response *resp)
 {
 	bool known = false;
 	json_t *exit = exit_record(d, call->id, call->pid, &known);
 	if (!known) {
 		api_error_response(resp, API_ERR_PROCESS_NOT_FOUND, NULL,
-				   "no process %ld in this sandbox (or its record is gone)", call->pid);
+				   "no process %ld in this sandbox (or its record is gone)",
+				   call->pid);
 		return server_send(c, resp);
 	}
 	if (call->follow) {
@@ -350,7 +352,7 @@ enum MHD_Result sandbox_process_output(struct daemon *d, struct MHD_Connection *
 }
 
 void sandbox_process_kill(struct daemon *d, const struct api_sandbox_call *call,
-			 const struct api_request *req, struct api_response *resp)
+			  const struct api_request *req, struct api_response *resp)
 {
 	int sig = 9;
 	struct api_error e = {0};
@@ -358,13 +360,14 @@ void sandbox_process_kill(struct daemon *d, const struct api_sandbox_call *call,
 		api_error_respond(&e, resp);
 		return;
 	}
-	json_t *msg = json_pack("{s:s, s:I, s:i}", "op", "kill", "pid", (json_int_t)call->pid,
-				"signal", sig);
+	json_t *msg =
+	    json_pack("{s:s, s:I, s:i}", "op", "kill", "pid", (json_int_t)call->pid, "signal", sig);
 	json_t *reply = NULL;
 	int r = fleet_call(d->fleet, call->id, msg, -1, &reply, NULL, "process", resp);
 	json_decref(msg);
 	json_decref(reply);
 	if (r == 0)
-		sandbox_respond_json(resp, 200, json_pack("{s:I, s:i}", "pid", (json_int_t)call->pid, "signal", sig));
+		sandbox_respond_json(
+		    resp, 200,
+		    json_pack("{s:I, s:i}", "pid", (json_int_t)call->pid, "signal", sig));
 }
-

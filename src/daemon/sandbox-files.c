@@ -63,7 +63,7 @@ static void list_dir(int fd, const char *path, struct api_response *resp)
 				      strlen(de->d_name), "type", type_name(st.st_mode), "size",
 				      (json_int_t)st.st_size, "mode", mode, "mtime",
 				      api_time_json((int64_t)st.st_mtim.tv_sec * 1000 +
-						st.st_mtim.tv_nsec / 1000000));
+						    st.st_mtim.tv_nsec / 1000000));
 		json_t **grown = e ? realloc(items, (n + 1) * sizeof(*items)) : NULL;
 		if (!grown) {
 			json_decref(e);
@@ -85,7 +85,7 @@ static void list_dir(int fd, const char *path, struct api_response *resp)
 }
 
 enum MHD_Result sandbox_files_get(struct daemon *d, struct MHD_Connection *c,
-				 const struct api_sandbox_call *call, struct api_response *resp)
+				  const struct api_sandbox_call *call, struct api_response *resp)
 {
 	json_t *msg = json_pack("{s:s, s:s, s:s}", "op", "open", "path", call->path, "mode",
 				call->list ? "dir" : "read");
@@ -131,14 +131,15 @@ enum MHD_Result sandbox_files_get(struct daemon *d, struct MHD_Connection *c,
 }
 
 void sandbox_files_delete(struct daemon *d, const struct api_sandbox_call *call,
-			 struct api_response *resp)
+			  struct api_response *resp)
 {
 	json_t *msg = json_pack("{s:s, s:s}", "op", "unlink", "path", call->path), *reply = NULL;
 	int r = fleet_call(d->fleet, call->id, msg, -1, &reply, NULL, "file", resp);
 	json_decref(msg);
 	json_decref(reply);
 	if (r == 0)
-		sandbox_respond_json(resp, 200, json_pack("{s:s, s:b}", "path", call->path, "deleted", 1));
+		sandbox_respond_json(resp, 200,
+				     json_pack("{s:s, s:b}", "path", call->path, "deleted", 1));
 }
 
 struct upload {
@@ -149,7 +150,7 @@ struct upload {
 	char path[1025];
 	char temp[1100];
 	int fd;
-	uint64_t size;     /* bytes written to the file */
+	uint64_t size;	   /* bytes written to the file */
 	uint64_t received; /* bytes of the body so far */
 	bool too_large;
 	int write_errno;
@@ -175,7 +176,8 @@ struct upload *upload_begin(struct daemon *d, struct api_ctx *ctx, const struct 
 		return u;
 	}
 	sandbox_record_release(&s);
-	json_t *msg = json_pack("{s:s, s:s, s:s}", "op", "open", "path", call.path, "mode", "write");
+	json_t *msg =
+	    json_pack("{s:s, s:s, s:s}", "op", "open", "path", call.path, "mode", "write");
 	json_t *reply = NULL;
 	if (fleet_call(d->fleet, call.id, msg, -1, &reply, &u->fd, "file", &u->resp) < 0) {
 		u->failed = true;
@@ -240,7 +242,8 @@ enum MHD_Result upload_end(struct upload *u, struct MHD_Connection *c)
 			json_t *msg = json_pack("{s:s, s:s, s:s}", "op", "rename", "from", u->temp,
 						"to", u->path);
 			json_t *reply = NULL;
-			int r = fleet_call(u->d->fleet, u->id, msg, -1, &reply, NULL, "file", &u->resp);
+			int r =
+			    fleet_call(u->d->fleet, u->id, msg, -1, &reply, NULL, "file", &u->resp);
 			json_decref(msg);
 			json_decref(reply);
 			if (r < 0) {
@@ -248,8 +251,8 @@ enum MHD_Result upload_end(struct upload *u, struct MHD_Connection *c)
 			} else {
 				u->temp[0] = '\0';
 				sandbox_respond_json(&u->resp, 201,
-					     json_pack("{s:s, s:I}", "path", u->path, "size",
-						       (json_int_t)u->size));
+						     json_pack("{s:s, s:I}", "path", u->path,
+							       "size", (json_int_t)u->size));
 			}
 		}
 	}
@@ -265,4 +268,3 @@ void upload_free(struct upload *u)
 	api_response_release(&u->resp);
 	free(u);
 }
-

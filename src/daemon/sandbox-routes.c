@@ -65,7 +65,8 @@ static int list_one(const struct sandbox_record *s, void *data)
 static void list_sandboxes(struct store *st, const struct api_sandbox_call *call,
 			   struct api_response *resp)
 {
-	uint32_t statuses = SANDBOX_STATUS_BIT(SANDBOX_RUNNING) | SANDBOX_STATUS_BIT(SANDBOX_PAUSED);
+	uint32_t statuses =
+	    SANDBOX_STATUS_BIT(SANDBOX_RUNNING) | SANDBOX_STATUS_BIT(SANDBOX_PAUSED);
 	if (call->status[0]) {
 		statuses = 0;
 		char buf[sizeof(call->status)];
@@ -91,7 +92,8 @@ static void list_sandboxes(struct store *st, const struct api_sandbox_call *call
 	int r = store_sandbox_list(st, &f, list_one, &l, &err);
 	if (r == -ENOENT) {
 		jbuf_release(&l.b);
-		api_error_response(resp, API_ERR_INVALID_FIELD, "after", "no sandbox %s", call->after);
+		api_error_response(resp, API_ERR_INVALID_FIELD, "after", "no sandbox %s",
+				   call->after);
 		return;
 	}
 	if (r < 0) {
@@ -148,7 +150,8 @@ enum MHD_Result sandbox_serve(struct daemon *d, struct MHD_Connection *c, struct
 		if (r == 0 && s.status != SANDBOX_POOLED)
 			api_json_response(&resp, 200, api_sandbox_json(&s));
 		else if (r == 0 || r == -ENOENT)
-			api_error_response(&resp, API_ERR_NOT_FOUND, NULL, "no sandbox %s", call.id);
+			api_error_response(&resp, API_ERR_NOT_FOUND, NULL, "no sandbox %s",
+					   call.id);
 		else
 			api_error_response(&resp, API_ERR_INTERNAL, NULL, "internal error");
 		sandbox_record_release(&s);
@@ -168,7 +171,8 @@ enum MHD_Result sandbox_serve(struct daemon *d, struct MHD_Connection *c, struct
 	}
 	case API_ROUTE_SANDBOX_PAUSE:
 	case API_ROUTE_SANDBOX_RESUME:
-		if (fleet_pause(d->fleet, st, call.id, call.route == API_ROUTE_SANDBOX_PAUSE, &resp) == 0)
+		if (fleet_pause(d->fleet, st, call.id, call.route == API_ROUTE_SANDBOX_PAUSE,
+				&resp) == 0)
 			respond_sandbox(&resp, st, call.id, 200);
 		break;
 	case API_ROUTE_SANDBOX_EXEC:
@@ -194,8 +198,8 @@ enum MHD_Result sandbox_serve(struct daemon *d, struct MHD_Connection *c, struct
 			sandbox_files_delete(d, &call, &resp);
 		else {
 			ok = call.route == API_ROUTE_FILES_GET
-				     ? sandbox_files_get(d, c, &call, &resp)
-				     : sandbox_process_output(d, c, &call, &resp);
+				 ? sandbox_files_get(d, c, &call, &resp)
+				 : sandbox_process_output(d, c, &call, &resp);
 			api_response_release(&resp);
 			return ok;
 		}

@@ -26,8 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SSE_CHUNK        (32 * 1024) /* bytes of output in one event at most */
-#define SSE_WAIT_MS      250         /* how long one read waits for the shim */
+#define SSE_CHUNK	 (32 * 1024) /* bytes of output in one event at most */
+#define SSE_WAIT_MS	 250	     /* how long one read waits for the shim */
 #define SSE_HEARTBEAT_MS 15000
 
 struct sse {
@@ -37,7 +37,7 @@ struct sse {
 	int shim_fd;
 	int out_fd, err_fd;
 	uint64_t out_off, err_off;
-	json_t *exit;	     /* the exit record, once the shim sent it */
+	json_t *exit; /* the exit record, once the shim sent it */
 	bool shim_gone;
 	bool start_sent, done;
 	struct jbuf pending; /* events ready to send */
@@ -78,7 +78,8 @@ static size_t drain(struct sse *s, int *fd, uint64_t *off, const char *ext, cons
 	/* keep an incomplete UTF-8 sequence at the end for the next event */
 	if (len == sizeof(buf)) {
 		size_t back = 0;
-		while (back < 4 && back < len && ((unsigned char)buf[len - 1 - back] & 0xc0) == 0x80)
+		while (back < 4 && back < len &&
+		       ((unsigned char)buf[len - 1 - back] & 0xc0) == 0x80)
 			back++;
 		if (back < len && ((unsigned char)buf[len - 1 - back] & 0xc0) == 0xc0)
 			len -= back + 1;
@@ -139,8 +140,9 @@ static void fill(struct sse *s)
 		return;
 	}
 	if (s->shim_gone) {
-		jbuf_puts(&s->pending, "event: error\ndata: {\"error\":{\"code\":\"sandbox_ended\","
-				       "\"message\":\"the sandbox ended before the process did\"}}\n\n");
+		jbuf_puts(&s->pending,
+			  "event: error\ndata: {\"error\":{\"code\":\"sandbox_ended\","
+			  "\"message\":\"the sandbox ended before the process did\"}}\n\n");
 		s->done = true;
 		return;
 	}
@@ -195,11 +197,15 @@ enum MHD_Result sandbox_stream_start(struct daemon *d, struct MHD_Connection *c,
 		close(shim_fd);
 		return MHD_NO;
 	}
-	*s = (struct sse){.d = d, .pid = pid, .shim_fd = shim_fd, .out_fd = -1, .err_fd = -1,
+	*s = (struct sse){.d = d,
+			  .pid = pid,
+			  .shim_fd = shim_fd,
+			  .out_fd = -1,
+			  .err_fd = -1,
 			  .last_sent_ms = wall_clock_ms()};
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	struct MHD_Response *r =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, s, sse_free);
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, s, sse_free);
 	if (!r) {
 		sse_free(s);
 		return MHD_NO;

@@ -52,8 +52,8 @@ static void query_put(struct query_buf *q, const char *s, size_t n, bool encode)
 	for (size_t i = 0; s && i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		bool plain = !encode || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			     (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~' ||
-			     c == ',';
+			     (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+			     c == '~' || c == ',';
 		if (q->len + 4 >= sizeof(q->text)) {
 			q->overflow = true;
 			return;
@@ -92,7 +92,7 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 enum MHD_Result server_send(struct MHD_Connection *c, const struct api_response *r)
 {
 	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_COPY);
+	    MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_COPY);
 	if (!resp)
 		return MHD_NO;
 	if (r->content_type)
@@ -100,7 +100,8 @@ enum MHD_Result server_send(struct MHD_Connection *c, const struct api_response 
 	if (r->allow[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
 	if (r->www_authenticate[0])
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_authenticate);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					r->www_authenticate);
 	if (r->log[0])
 		fprintf(stderr, "agentboxd: %d: %s\n", r->status, r->log);
 	enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
@@ -114,24 +115,24 @@ static void read_request(struct MHD_Connection *c, const char *url, const char *
 {
 	MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_arg, q);
 	*req = (struct api_request){
-		.method = method,
-		.path = url,
-		.query = q->len ? (q->overflow ? "overflow=%00" : q->text) : NULL,
-		.content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
-		.authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-		.accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+	    .method = method,
+	    .path = url,
+	    .query = q->len ? (q->overflow ? "overflow=%00" : q->text) : NULL,
+	    .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
+	    .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+	    .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
 	};
 }
 
 static void make_ctx(struct listener *l, struct api_ctx *ctx)
 {
 	*ctx = (struct api_ctx){
-		.state_dir = l->d->cfg.state_dir,
-		.token = l->token,
-		.now_ms = wall_clock_ms,
-		.task_submitted = on_task_submitted,
-		.task_cancel_requested = on_cancel_requested,
-		.hook_data = l->d,
+	    .state_dir = l->d->cfg.state_dir,
+	    .token = l->token,
+	    .now_ms = wall_clock_ms,
+	    .task_submitted = on_task_submitted,
+	    .task_cancel_requested = on_cancel_requested,
+	    .hook_data = l->d,
 	};
 }
 
@@ -156,8 +157,8 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_data_size, void **con_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
 {
 	(void)version;
 	struct listener *l = cls;
@@ -248,7 +249,7 @@ int server_start(struct daemon *d, int listen_fd, const char *token, struct list
 		return error_set(err, ENOMEM, "out of memory");
 	*l = (struct listener){.d = d, .token = token};
 	l->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-					  MHD_USE_POLL | MHD_USE_ERROR_LOG,
+				      MHD_USE_POLL | MHD_USE_ERROR_LOG,
 				  0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)DAEMON_CONNECTIONS_MAX,

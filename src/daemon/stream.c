@@ -181,20 +181,22 @@ static void stream_free(void *cls)
 	free(s);
 }
 
-enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c, const struct api_stream *as)
+enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c,
+			     const struct api_stream *as)
 {
 	struct stream *s = calloc(1, sizeof(*s));
 	struct error err = {0};
 	if (!s)
 		return MHD_NO;
-	*s = (struct stream){.d = d, .s = *as, .after = as->after_seq, .last_sent_ms = wall_clock_ms()};
+	*s = (struct stream){
+	    .d = d, .s = *as, .after = as->after_seq, .last_sent_ms = wall_clock_ms()};
 	if (store_open_sqlite(d->db_path, &s->st, &err) < 0) {
 		fprintf(stderr, "agentboxd: stream: %s\n", err.msg);
 		free(s);
 		return MHD_NO;
 	}
-	struct MHD_Response *resp =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s, stream_free);
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+								      stream_read, s, stream_free);
 	if (!resp) {
 		stream_free(s);
 		return MHD_NO;

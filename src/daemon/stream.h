@@ -15,7 +15,7 @@
 
 #include <microhttpd.h>
 
-#define STREAM_POLL_MS      100
+#define STREAM_POLL_MS	    100
 #define STREAM_HEARTBEAT_MS 15000
 
 enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c,

@@ -27,9 +27,9 @@ struct cgroup_ops {
 struct cgroup_root {
 	enum cgroup_version version;
 	const struct cgroup_ops *ops;
-	int nfds;                   /* 1 on v2, CGROUP_V1_NCTRL on v1 */
-	int fds[CGROUP_V1_NCTRL];   /* O_PATH|O_DIRECTORY fds of the parent groups */
-	bool fake_files;            /* unit tests only: see cgroup_root_open_v2_at() */
+	int nfds;		  /* 1 on v2, CGROUP_V1_NCTRL on v1 */
+	int fds[CGROUP_V1_NCTRL]; /* O_PATH|O_DIRECTORY fds of the parent groups */
+	bool fake_files;	  /* unit tests only: see cgroup_root_open_v2_at() */
 	char describe[CGROUP_PATH_MAX + 256];
 };
 

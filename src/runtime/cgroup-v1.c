@@ -34,13 +34,14 @@ static int v1_create(struct cgroup *cg, const struct cgroup_limits *l, struct er
 	/* memory+swap equal to memory means no swap; absent without swap accounting */
 	r = write_u64(cg, V1_MEMORY, "memory.memsw.limit_in_bytes", l->memory_bytes);
 	if (r < 0 && r != -ENOENT)
-		return error_set_errno(err, -r, "cgroup v1: cannot set memory.memsw.limit_in_bytes");
+		return error_set_errno(err, -r,
+				       "cgroup v1: cannot set memory.memsw.limit_in_bytes");
 	(void)cgroup_write(cg, cg->fds[V1_MEMORY], "memory.swappiness", "0");
 	if ((r = write_u64(cg, V1_PIDS, "pids.max", l->pids)) < 0)
 		return error_set_errno(err, -r, "cgroup v1: cannot set pids.max");
 	if ((r = write_u64(cg, V1_CPU, "cpu.cfs_period_us", CPU_PERIOD_US)) < 0 ||
 	    (r = write_u64(cg, V1_CPU, "cpu.cfs_quota_us", l->cpu_milli * CPU_PERIOD_US / 1000)) <
-		    0)
+		0)
 		return error_set_errno(err, -r, "cgroup v1: cannot set the cpu quota");
 	return 0;
 }
@@ -116,12 +117,12 @@ static int v1_remove(struct cgroup *cg)
 }
 
 const struct cgroup_ops cgroup_v1_ops = {
-	.create = v1_create,
-	.attach = v1_attach,
-	.stats = v1_stats,
-	.is_empty = v1_is_empty,
-	.kill = v1_kill,
-	.freeze = v1_freeze,
-	.is_frozen = v1_is_frozen,
-	.remove = v1_remove,
+    .create = v1_create,
+    .attach = v1_attach,
+    .stats = v1_stats,
+    .is_empty = v1_is_empty,
+    .kill = v1_kill,
+    .freeze = v1_freeze,
+    .is_frozen = v1_is_frozen,
+    .remove = v1_remove,
 };

@@ -38,8 +38,8 @@ static int v2_create(struct cgroup *cg, const struct cgroup_limits *l, struct er
 	snprintf(buf, sizeof(buf), "%" PRIu64, l->pids);
 	if ((r = cgroup_write(cg, fd, "pids.max", buf)) < 0)
 		return error_set_errno(err, -r, "cgroup v2: cannot set pids.max");
-	snprintf(buf, sizeof(buf), "%" PRIu64 " %" PRIu64, (uint64_t)(l->cpu_milli * CPU_PERIOD_US / 1000),
-		 (uint64_t)CPU_PERIOD_US);
+	snprintf(buf, sizeof(buf), "%" PRIu64 " %" PRIu64,
+		 (uint64_t)(l->cpu_milli * CPU_PERIOD_US / 1000), (uint64_t)CPU_PERIOD_US);
 	if ((r = cgroup_write(cg, fd, "cpu.max", buf)) < 0)
 		return error_set_errno(err, -r, "cgroup v2: cannot set cpu.max");
 	return 0;
@@ -130,12 +130,12 @@ static int v2_remove(struct cgroup *cg)
 }
 
 const struct cgroup_ops cgroup_v2_ops = {
-	.create = v2_create,
-	.attach = v2_attach,
-	.stats = v2_stats,
-	.is_empty = v2_is_empty,
-	.kill = v2_kill,
-	.freeze = v2_freeze,
-	.is_frozen = v2_is_frozen,
-	.remove = v2_remove,
+    .create = v2_create,
+    .attach = v2_attach,
+    .stats = v2_stats,
+    .is_empty = v2_is_empty,
+    .kill = v2_kill,
+    .freeze = v2_freeze,
+    .is_frozen = v2_is_frozen,
+    .remove = v2_remove,
 };

@@ -36,7 +36,8 @@ static bool has_token(const char *list, const char *token)
 {
 	size_t len = strlen(token);
 	for (const char *p = list; p && *p;) {
-		if (strncmp(p, token, len) == 0 && (p[len] == ',' || p[len] == '\0' || p[len] == '\n'))
+		if (strncmp(p, token, len) == 0 &&
+		    (p[len] == ',' || p[len] == '\0' || p[len] == '\n'))
 			return true;
 		p = strchr(p, ',');
 		if (p)
@@ -53,8 +54,8 @@ struct proc_tables {
 
 static int proc_tables_read(struct proc_tables *t)
 {
-	ssize_t n = read_file_at(AT_FDCWD, "/proc/self/mountinfo", t->mountinfo,
-				 sizeof(t->mountinfo));
+	ssize_t n =
+	    read_file_at(AT_FDCWD, "/proc/self/mountinfo", t->mountinfo, sizeof(t->mountinfo));
 	if (n < 0)
 		return (int)n;
 	n = read_file_at(AT_FDCWD, "/proc/self/cgroup", t->cgroup, sizeof(t->cgroup));
@@ -306,7 +307,8 @@ static int delegate_below(const char *dir)
 		return r;
 	if (mkdirat(fd, AGENTBOX_LAUNCHER_GROUP, 0755) < 0 && errno != EEXIST)
 		return -errno;
-	_cleanup_close_ int leaf = openat(fd, AGENTBOX_LAUNCHER_GROUP, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int leaf =
+	    openat(fd, AGENTBOX_LAUNCHER_GROUP, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	char pid[32];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	if (leaf < 0 || (r = write_file_at(leaf, "cgroup.procs", pid)) < 0)
@@ -342,7 +344,8 @@ static int root_open_v2(const struct proc_tables *t, struct cgroup_root **ret, s
 	if (forced && forced[0] == '/') {
 		int r = open_v2_below(forced, ret, err);
 		if (r < 0 && !error_is_set(err))
-			error_set_errno(err, -r, "cgroup v2: cannot use AGENTBOX_CGROUP_ROOT=%s", forced);
+			error_set_errno(err, -r, "cgroup v2: cannot use AGENTBOX_CGROUP_ROOT=%s",
+					forced);
 		return r;
 	}
 	if (find_mount(t, "cgroup2", NULL, &m) < 0 || own_path(t, "", own, sizeof(own)) < 0)

@@ -36,13 +36,13 @@ enum cgroup_version {
 struct cgroup_limits {
 	uint64_t memory_bytes; /* hard limit; swap is set to 0 */
 	uint64_t cpu_milli;    /* quota in thousandths of a CPU per 100 ms period */
-	uint64_t pids;         /* most tasks at once */
+	uint64_t pids;	       /* most tasks at once */
 	bool oom_kills_one;    /* v2: an OOM kill takes the process that grew, not the
 				* whole group (memory.oom.group 0); v1 always does */
 };
 
 struct cgroup_stats {
-	uint64_t oom_kills;         /* processes the OOM killer took in this group */
+	uint64_t oom_kills;	    /* processes the OOM killer took in this group */
 	uint64_t peak_memory_bytes; /* 0 when the kernel does not say */
 };
 

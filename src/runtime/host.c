@@ -22,9 +22,9 @@ void host_probe(struct host_features *ret)
 		snprintf(f.kernel, sizeof(f.kernel), "%s %s", u.sysname, u.release);
 
 	uint64_t max_userns = 0;
-	f.user_namespaces = read_u64_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces",
-					&max_userns) == 0 &&
-			    max_userns > 0;
+	f.user_namespaces =
+	    read_u64_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces", &max_userns) == 0 &&
+	    max_userns > 0;
 
 	struct error err = {0};
 	struct cgroup_root *root;

@@ -16,8 +16,8 @@ struct host_features {
 	int cgroup_version;   /* 1 or 2; 0 = unusable (required) */
 	char cgroup_root[512];
 	char cgroup_error[256];
-	int landlock_abi;     /* 0 = absent: the sandbox runs without that layer */
-	bool seccomp;         /* required */
+	int landlock_abi; /* 0 = absent: the sandbox runs without that layer */
+	bool seccomp;	  /* required */
 	unsigned seccomp_instructions;
 };
 

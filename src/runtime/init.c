@@ -117,7 +117,8 @@ static int place_files(const struct spec *spec, struct error *err)
 		int r = mkdir_p_at(AT_FDCWD, parent, 0755);
 		if (r < 0)
 			return error_set_errno(err, -r, "files: create %s", parent);
-		_cleanup_close_ int fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+		_cleanup_close_ int fd =
+		    open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0)
 			return error_set_errno(err, errno, "files: create %s", f->path);
 		if ((r = write_all(fd, f->data, f->len)) < 0)

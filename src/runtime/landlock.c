@@ -15,32 +15,32 @@
  * build hosts may ship older headers than the kernels we run on.
  */
 #define LL_CREATE_RULESET_VERSION (1U << 0)
-#define LL_RULE_PATH_BENEATH      1
+#define LL_RULE_PATH_BENEATH	  1
 
-#define LL_FS_EXECUTE     (1ULL << 0)
+#define LL_FS_EXECUTE	  (1ULL << 0)
 #define LL_FS_WRITE_FILE  (1ULL << 1)
-#define LL_FS_READ_FILE   (1ULL << 2)
-#define LL_FS_READ_DIR    (1ULL << 3)
+#define LL_FS_READ_FILE	  (1ULL << 2)
+#define LL_FS_READ_DIR	  (1ULL << 3)
 #define LL_FS_REMOVE_DIR  (1ULL << 4)
 #define LL_FS_REMOVE_FILE (1ULL << 5)
-#define LL_FS_MAKE_CHAR   (1ULL << 6)
-#define LL_FS_MAKE_DIR    (1ULL << 7)
-#define LL_FS_MAKE_REG    (1ULL << 8)
-#define LL_FS_MAKE_SOCK   (1ULL << 9)
-#define LL_FS_MAKE_FIFO   (1ULL << 10)
+#define LL_FS_MAKE_CHAR	  (1ULL << 6)
+#define LL_FS_MAKE_DIR	  (1ULL << 7)
+#define LL_FS_MAKE_REG	  (1ULL << 8)
+#define LL_FS_MAKE_SOCK	  (1ULL << 9)
+#define LL_FS_MAKE_FIFO	  (1ULL << 10)
 #define LL_FS_MAKE_BLOCK  (1ULL << 11)
-#define LL_FS_MAKE_SYM    (1ULL << 12)
-#define LL_FS_REFER       (1ULL << 13) /* ABI 2 */
-#define LL_FS_TRUNCATE    (1ULL << 14) /* ABI 3 */
-#define LL_FS_IOCTL_DEV   (1ULL << 15) /* ABI 5 */
+#define LL_FS_MAKE_SYM	  (1ULL << 12)
+#define LL_FS_REFER	  (1ULL << 13) /* ABI 2 */
+#define LL_FS_TRUNCATE	  (1ULL << 14) /* ABI 3 */
+#define LL_FS_IOCTL_DEV	  (1ULL << 15) /* ABI 5 */
 
 #define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
-#define LL_SCOPE_SIGNAL               (1ULL << 1) /* ABI 6 */
+#define LL_SCOPE_SIGNAL		      (1ULL << 1) /* ABI 6 */
 
 struct ll_ruleset_attr {
 	uint64_t handled_access_fs;
 	uint64_t handled_access_net; /* ABI 4 */
-	uint64_t scoped;             /* ABI 6 */
+	uint64_t scoped;	     /* ABI 6 */
 };
 
 struct ll_path_beneath_attr {
@@ -48,8 +48,8 @@ struct ll_path_beneath_attr {
 	int32_t parent_fd;
 } __attribute__((packed));
 
-#define LL_FS_READ  (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
-#define LL_FS_ABI1  ((LL_FS_MAKE_SYM << 1) - 1)
+#define LL_FS_READ (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
+#define LL_FS_ABI1 ((LL_FS_MAKE_SYM << 1) - 1)
 
 int landlock_abi(void)
 {
@@ -70,7 +70,8 @@ static uint64_t fs_rights_for(int abi)
 }
 
 /* Rights Landlock accepts on a rule for a single file (not a directory). */
-#define LL_FS_FILE (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+#define LL_FS_FILE                                                                                 \
+	(LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
 
 static int add_rule(int ruleset, const char *path, uint64_t access)
 {
@@ -101,7 +102,7 @@ int landlock_apply(const char *const *writable, size_t n, struct error *err)
 		attr_size = sizeof(attr);
 	}
 	_cleanup_close_ int ruleset =
-		(int)syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
+	    (int)syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
 	if (ruleset < 0)
 		return error_set_errno(err, errno, "landlock: create ruleset");
 
@@ -109,7 +110,8 @@ int landlock_apply(const char *const *writable, size_t n, struct error *err)
 	uint64_t dev = LL_FS_WRITE_FILE | (handled & (LL_FS_TRUNCATE | LL_FS_IOCTL_DEV));
 	/* Nothing under /proc is writable: /proc/<pid>/mem would equal ptrace. */
 	int r;
-	if ((r = add_rule(ruleset, "/", LL_FS_READ)) < 0 || (r = add_rule(ruleset, "/dev", dev)) < 0)
+	if ((r = add_rule(ruleset, "/", LL_FS_READ)) < 0 ||
+	    (r = add_rule(ruleset, "/dev", dev)) < 0)
 		return error_set_errno(err, -r, "landlock: base rules");
 	for (size_t i = 0; i < n; i++)
 		if ((r = add_rule(ruleset, writable[i], handled)) < 0)

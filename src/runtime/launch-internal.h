@@ -20,7 +20,7 @@
 #include <sys/types.h>
 
 /* Fixed fd numbers in init, so everything above them can be closed at once. */
-#define INIT_STATUS_FD  3 /* struct launch_msg records to the launcher */
+#define INIT_STATUS_FD	3 /* struct launch_msg records to the launcher */
 #define INIT_CONTROL_FD 4 /* serve mode: the request socket (serve-internal.h) */
 
 /* A volume prepared by the launcher: a detached mount to attach inside. */
@@ -33,13 +33,13 @@ struct launch_volume {
 
 struct launch_ctx {
 	const struct spec *spec;
-	char **envp;          /* the sandbox's environment */
-	const char *mnt_dir;  /* empty host directory to build the root on */
-	int sync_fd;          /* our end of the go socket: one byte once ids are mapped */
+	char **envp;		 /* the sandbox's environment */
+	const char *mnt_dir;	 /* empty host directory to build the root on */
+	int sync_fd;		 /* our end of the go socket: one byte once ids are mapped */
 	struct cgroup_join join; /* v1: how init moves itself into its cgroup */
-	int status_fd;        /* write end: struct launch_msg records to the launcher */
-	int control_fd;       /* serve mode: init's end of the request socket, else -1 */
-	int rootfs_fd;        /* --rootfs: a detached copy of the image, or -1 */
+	int status_fd;		 /* write end: struct launch_msg records to the launcher */
+	int control_fd;		 /* serve mode: init's end of the request socket, else -1 */
+	int rootfs_fd;		 /* --rootfs: a detached copy of the image, or -1 */
 	struct launch_volume volumes[SPEC_VOLUMES_MAX];
 	size_t nvolumes;
 };
@@ -47,7 +47,7 @@ struct launch_ctx {
 enum launch_msg_type {
 	LAUNCH_MSG_SETUP_FAILED = 1, /* code = errno, text = reason */
 	LAUNCH_MSG_EXEC_FAILED = 2,  /* code = errno, text = argv[0] */
-	LAUNCH_MSG_EXIT = 3,         /* code = the command's wait status */
+	LAUNCH_MSG_EXIT = 3,	     /* code = the command's wait status */
 };
 
 /* One record; well under PIPE_BUF, so each write is atomic. */
@@ -64,13 +64,13 @@ struct sandbox {
 	struct cgroup *cg;
 	pid_t pid;
 	int pidfd;
-	int status_fd;   /* read end of init's status pipe */
+	int status_fd;	 /* read end of init's status pipe */
 	int lifeline_fd; /* our end of the go socket; init sees EOF if we die */
 	uint64_t start_ns;
 	uint64_t timeout_ms;
 	bool reaped, timed_out, cancelled;
-	bool serve;             /* spec->serve: init answers requests */
-	struct serve_host ctl;  /* serve mode: the request socket and exit queue */
+	bool serve;	       /* spec->serve: init answers requests */
+	struct serve_host ctl; /* serve mode: the request socket and exit queue */
 	char **envp;
 	char name[32];
 };

@@ -38,8 +38,8 @@
 
 /* struct clone_args as of Linux 5.7, spelled out to avoid header clashes. */
 struct clone3_args {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-		set_tid, set_tid_size, cgroup;
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
 };
 
 /* The child's pipe ends live at or above this fd, clear of init's fixed fds. */
@@ -148,11 +148,13 @@ static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct lau
 	struct stat st;
 	if (stat(v->host, &st) < 0)
 		return error_set_errno(err, errno, "--volume %s", v->host);
-	_cleanup_close_ int tree = open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	_cleanup_close_ int tree =
+	    open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		return error_set_errno(err, errno, "--volume %s: cannot clone the mount", v->host);
 	struct mount_attr attr = {
-		.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->read_only ? MOUNT_ATTR_RDONLY : 0),
+	    .attr_set =
+		MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->read_only ? MOUNT_ATTR_RDONLY : 0),
 	};
 	_cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, sandbox_kuid);
 	if (userns >= 0) {
@@ -167,10 +169,10 @@ static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct lau
 		return error_set_errno(err, errno, "--volume %s: cannot set mount flags", v->host);
 done:
 	*ret = (struct launch_volume){
-		.tree_fd = TAKE_FD(tree),
-		.target = v->target,
-		.read_only = v->read_only,
-		.is_dir = S_ISDIR(st.st_mode),
+	    .tree_fd = TAKE_FD(tree),
+	    .target = v->target,
+	    .read_only = v->read_only,
+	    .is_dir = S_ISDIR(st.st_mode),
 	};
 	return 0;
 }
@@ -293,17 +295,17 @@ static int clone_init(struct sandbox *sb, struct launch_ctx *ctx, struct error *
 {
 	/* CLONE_NEWNET is left to init: it costs a third of a millisecond,
 	 * which init spends while we map its ids. */
-	uint64_t flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-			 CLONE_NEWUTS | CLONE_PIDFD;
+	uint64_t flags =
+	    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
 	int cgfd = sb->cg ? cgroup_clone_fd(sb->cg) : -1;
 	if (cgfd >= 0)
 		flags |= CLONE_INTO_CGROUP;
 	int pidfd = -1;
 	struct clone3_args args = {
-		.flags = flags,
-		.pidfd = (uint64_t)(uintptr_t)&pidfd,
-		.exit_signal = SIGCHLD,
-		.cgroup = cgfd >= 0 ? (uint64_t)cgfd : 0,
+	    .flags = flags,
+	    .pidfd = (uint64_t)(uintptr_t)&pidfd,
+	    .exit_signal = SIGCHLD,
+	    .cgroup = cgfd >= 0 ? (uint64_t)cgfd : 0,
 	};
 	long pid = syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0)
@@ -319,16 +321,20 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 {
 	char mnt[4096];
 	const char *run_dir = sandbox_run_dir();
-	struct launch_ctx ctx = {.spec = spec, .mnt_dir = mnt, .rootfs_fd = -1, .control_fd = -1,
-				 .join = {.n = 0}};
+	struct launch_ctx ctx = {
+	    .spec = spec, .mnt_dir = mnt, .rootfs_fd = -1, .control_fd = -1, .join = {.n = 0}};
 	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1}, control[2] = {-1, -1};
 	int r;
 
 	struct sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return error_set(err, ENOMEM, "out of memory");
-	*sb = (struct sandbox){.ids.lock_fd = -1, .pidfd = -1, .status_fd = -1, .lifeline_fd = -1,
-			       .serve = spec->serve, .ctl.fd = -1,
+	*sb = (struct sandbox){.ids.lock_fd = -1,
+			       .pidfd = -1,
+			       .status_fd = -1,
+			       .lifeline_fd = -1,
+			       .serve = spec->serve,
+			       .ctl.fd = -1,
 			       .timeout_ms = spec->serve ? 0 : spec->timeout_ms,
 			       .start_ns = now_ns()};
 
@@ -373,8 +379,8 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 	}
 	/* a socket for the go signals: send(MSG_NOSIGNAL) cannot raise SIGPIPE */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync_pipe) < 0 ||
-	    pipe2(status_pipe, O_CLOEXEC) < 0 ||
-	    move_fd_high(&sync_pipe[0]) < 0 || move_fd_high(&status_pipe[1]) < 0) {
+	    pipe2(status_pipe, O_CLOEXEC) < 0 || move_fd_high(&sync_pipe[0]) < 0 ||
+	    move_fd_high(&status_pipe[1]) < 0) {
 		r = error_set_errno(err, errno, "pipe");
 		goto fail;
 	}
@@ -461,8 +467,8 @@ static int wait_exit(struct sandbox *sb, int cancel_fd, const struct sandbox_io 
 		for (size_t i = 0; i < nio; i++)
 			pfd[2 + i] = io->fds[i];
 		uint64_t now = now_ns();
-		int n = poll(pfd, 2 + nio,
-			     poll_timeout(now, sb->timed_out ? 0 : deadline, next_tick));
+		int n =
+		    poll(pfd, 2 + nio, poll_timeout(now, sb->timed_out ? 0 : deadline, next_tick));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -530,8 +536,7 @@ static void classify(const struct sandbox *sb, int init_status, const struct lau
 	}
 }
 
-int sandbox_wait(struct sandbox *sb, int cancel_fd, struct sandbox_result *ret,
-		 struct error *err)
+int sandbox_wait(struct sandbox *sb, int cancel_fd, struct sandbox_result *ret, struct error *err)
 {
 	return sandbox_wait_io(sb, cancel_fd, NULL, ret, err);
 }
@@ -552,8 +557,8 @@ int sandbox_wait_io(struct sandbox *sb, int cancel_fd, const struct sandbox_io *
 	res.cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000ULL +
 		     (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000ULL;
 	/* back to a wait(2) status: exit code in bits 8-15, or the signal in 0-6 */
-	int init_status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8
-						      : info.si_status & 0x7f;
+	int init_status =
+	    info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f;
 
 	struct launch_msg setup = {0}, exec_fail = {0}, exit_msg = {0};
 	CLOSE_FD(sb->lifeline_fd);

@@ -56,11 +56,11 @@ int privs_set_rlimits(const struct spec *spec, struct error *err)
 		const char *name;
 		struct rlimit lim;
 	} limits[] = {
-		{RLIMIT_CORE, "core", {0, 0}},
-		{RLIMIT_NOFILE, "nofile", {SANDBOX_NOFILE_SOFT, SANDBOX_NOFILE_HARD}},
-		{RLIMIT_FSIZE, "fsize", {fsize, fsize}},
-		{RLIMIT_MEMLOCK, "memlock", {SANDBOX_MEMLOCK, SANDBOX_MEMLOCK}},
-		{RLIMIT_RTPRIO, "rtprio", {0, 0}},
+	    {RLIMIT_CORE, "core", {0, 0}},
+	    {RLIMIT_NOFILE, "nofile", {SANDBOX_NOFILE_SOFT, SANDBOX_NOFILE_HARD}},
+	    {RLIMIT_FSIZE, "fsize", {fsize, fsize}},
+	    {RLIMIT_MEMLOCK, "memlock", {SANDBOX_MEMLOCK, SANDBOX_MEMLOCK}},
+	    {RLIMIT_RTPRIO, "rtprio", {0, 0}},
 	};
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
 		if (setrlimit(limits[i].resource, &limits[i].lim) < 0)

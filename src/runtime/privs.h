@@ -26,7 +26,7 @@ int privs_set_rlimits(const struct spec *spec, struct error *err);
 
 #define SANDBOX_NOFILE_SOFT 1024
 #define SANDBOX_NOFILE_HARD 4096
-#define SANDBOX_MEMLOCK     (8ULL << 20)
+#define SANDBOX_MEMLOCK	    (8ULL << 20)
 #define SANDBOX_FSIZE_MIN   (4ULL << 30)
 
 #endif

@@ -17,16 +17,16 @@
 
 /* The small tmpfs holding /etc and the mount points; read-only at the end. */
 #define ROOT_TMPFS_OPTS "size=1m,nr_inodes=4096,mode=0755"
-#define DEV_TMPFS_OPTS  "size=64k,nr_inodes=128,mode=0755"
+#define DEV_TMPFS_OPTS	"size=64k,nr_inodes=128,mode=0755"
 /* One inode per 4 KiB of --disk: a million empty files cannot pin memory. */
 #define DATA_INODE_BYTES 4096ULL
 
 static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 /* Files in /proc that reveal or change the host kernel: covered with /dev/null. */
 static const char *const proc_masked_files[] = {
-	"proc/kcore",    "proc/keys",          "proc/timer_list", "proc/sched_debug",
-	"proc/kallsyms", "proc/latency_stats", "proc/sysrq-trigger", "proc/kpagecount",
-	"proc/kpageflags", "proc/kpagecgroup", "proc/config.gz",
+    "proc/kcore",      "proc/keys",	     "proc/timer_list",	   "proc/sched_debug",
+    "proc/kallsyms",   "proc/latency_stats", "proc/sysrq-trigger", "proc/kpagecount",
+    "proc/kpageflags", "proc/kpagecgroup",   "proc/config.gz",
 };
 /* Directories in /proc: covered with an empty read-only tmpfs. */
 static const char *const proc_masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound",
@@ -49,8 +49,8 @@ static int bind_ro(const char *src, const char *dst, struct error *err)
 {
 	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return error_set_errno(err, errno, "bind %s", src);
-	int r = set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-			 AT_RECURSIVE);
+	int r =
+	    set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, AT_RECURSIVE);
 	if (r < 0)
 		return error_set_errno(err, -r, "make %s read-only", dst);
 	return 0;
@@ -108,13 +108,13 @@ static int populate_host(struct error *err)
 	static const struct {
 		const char *name, *text;
 	} files[] = {
-		{"etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
-			       "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
-			       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-		{"etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
-		{"etc/hosts", "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost\n"},
-		{"etc/hostname", SANDBOX_HOSTNAME "\n"},
-		{"etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+	    {"etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
+			   "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
+			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+	    {"etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
+	    {"etc/hosts", "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost\n"},
+	    {"etc/hostname", SANDBOX_HOSTNAME "\n"},
+	    {"etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(files); i++)
 		if ((r = create_file_at(AT_FDCWD, files[i].name, files[i].text, 0644)) < 0)
@@ -250,9 +250,9 @@ static int setup_dev(int *shm_fd, struct error *err)
 	static const struct {
 		const char *target, *name;
 	} links[] = {
-		{"pts/ptmx", "dev/ptmx"},           {"/proc/self/fd", "dev/fd"},
-		{"/proc/self/fd/0", "dev/stdin"},   {"/proc/self/fd/1", "dev/stdout"},
-		{"/proc/self/fd/2", "dev/stderr"},
+	    {"pts/ptmx", "dev/ptmx"},	       {"/proc/self/fd", "dev/fd"},
+	    {"/proc/self/fd/0", "dev/stdin"},  {"/proc/self/fd/1", "dev/stdout"},
+	    {"/proc/self/fd/2", "dev/stderr"},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(links); i++)
 		if (symlink(links[i].target, links[i].name) < 0)
@@ -275,7 +275,8 @@ static int setup_proc(struct error *err)
 		return error_set_errno(err, errno, "mount /proc");
 	/* What this kernel lacks needs no mask: ENOENT is fine, anything else is not. */
 	for (size_t i = 0; i < ELEMENTSOF(proc_masked_files); i++)
-		if (mount("dev/null", proc_masked_files[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+		if (mount("dev/null", proc_masked_files[i], NULL, MS_BIND, NULL) < 0 &&
+		    errno != ENOENT)
 			return error_set_errno(err, errno, "mask /%s", proc_masked_files[i]);
 	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++)
 		if (mount("tmpfs", proc_masked_dirs[i], "tmpfs",
@@ -288,7 +289,8 @@ static int setup_proc(struct error *err)
 				continue;
 			return error_set_errno(err, errno, "bind /%s", proc_readonly[i]);
 		}
-		int r = set_attr(proc_readonly[i], MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+		int r = set_attr(proc_readonly[i],
+				 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
 				 AT_RECURSIVE);
 		if (r < 0)
 			return error_set_errno(err, -r, "make /%s read-only", proc_readonly[i]);
@@ -325,7 +327,8 @@ int rootfs_setup(const struct launch_ctx *ctx, struct error *err)
 		if (r < 0)
 			goto out;
 	}
-	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) {
+	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
+	    chdir("/") < 0) {
 		r = error_set_errno(err, errno, "pivot_root");
 		goto out;
 	}

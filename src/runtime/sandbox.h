@@ -36,7 +36,7 @@
 #define SANDBOX_RUN_DIR_DEFAULT "/run/agentbox"
 
 enum sandbox_end {
-	SANDBOX_EXITED,      /* the command exited by itself: see exit_status */
+	SANDBOX_EXITED,	     /* the command exited by itself: see exit_status */
 	SANDBOX_SIGNALED,    /* the command was killed by a signal: see term_signal */
 	SANDBOX_OOM_KILLED,  /* the kernel's OOM killer ended it (from the cgroup) */
 	SANDBOX_TIMED_OUT,   /* the wall-clock timeout passed */
@@ -49,10 +49,10 @@ struct sandbox_result {
 	enum sandbox_end end;
 	int exit_status; /* SANDBOX_EXITED: 0..255 */
 	int term_signal; /* SANDBOX_SIGNALED / OOM_KILLED: the signal, else 0 */
-	int exec_errno;  /* SANDBOX_EXEC_FAILED: ENOENT, EACCES, ... */
+	int exec_errno;	 /* SANDBOX_EXEC_FAILED: ENOENT, EACCES, ... */
 	bool oom_killed; /* the cgroup's oom_kill counter moved, whatever the end */
 	uint64_t wall_ms;
-	uint64_t cpu_ms;            /* user + system time of the sandbox's processes */
+	uint64_t cpu_ms;	    /* user + system time of the sandbox's processes */
 	uint64_t peak_memory_bytes; /* 0 when the kernel does not report it */
 };
 
@@ -70,8 +70,7 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
  * failure inside the sandbox is returned as SANDBOX_SETUP_FAILED with err
  * filled. Returns 0, or -errno if the wait itself failed.
  */
-int sandbox_wait(struct sandbox *sb, int cancel_fd, struct sandbox_result *ret,
-		 struct error *err);
+int sandbox_wait(struct sandbox *sb, int cancel_fd, struct sandbox_result *ret, struct error *err);
 
 /*
  * Work a supervisor does while it waits: watch fds (an entry with fd < 0

@@ -69,7 +69,7 @@ _Static_assert(SERVE_REPLY_TEXT_MAX >= SPEC_PATH_MAX / 2, "a reason names a path
 #define SERVE_SPAWN_FDS 3
 
 /* The name OPEN WRITE gives its temporary: this prefix and 16 hex digits. */
-#define SERVE_UPLOAD_PREFIX ".agentbox-upload-"
+#define SERVE_UPLOAD_PREFIX	".agentbox-upload-"
 #define SERVE_UPLOAD_SUFFIX_LEN 16
 
 /*
@@ -94,7 +94,7 @@ struct serve_exit {
 };
 
 struct serve_host {
-	int fd;        /* our end of the control socket, or -1 */
+	int fd;	       /* our end of the control socket, or -1 */
 	bool gone;     /* EOF seen: init has exited */
 	uint32_t seq;  /* of the last request sent */
 	unsigned live; /* spawned children whose EXITED has not arrived */

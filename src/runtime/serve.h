@@ -44,9 +44,9 @@
 #define SERVE_CHILDREN_MAX 256
 
 struct serve_spawn {
-	const char *const *argv; /* NULL-terminated; argv[0] looked up in envp's PATH */
-	const char *const *envp; /* NULL-terminated: the whole environment */
-	const char *cwd;         /* absolute, inside the sandbox */
+	const char *const *argv;	    /* NULL-terminated; argv[0] looked up in envp's PATH */
+	const char *const *envp;	    /* NULL-terminated: the whole environment */
+	const char *cwd;		    /* absolute, inside the sandbox */
 	int stdin_fd, stdout_fd, stderr_fd; /* host fds, handed to the child (not closed here) */
 };
 

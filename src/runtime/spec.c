@@ -9,12 +9,12 @@
 void spec_init(struct spec *spec)
 {
 	*spec = (struct spec){
-		.memory_bytes = SPEC_DEFAULT_MEMORY,
-		.cpu_milli = SPEC_DEFAULT_CPU_MILLI,
-		.pids = SPEC_DEFAULT_PIDS,
-		.disk_bytes = SPEC_DEFAULT_DISK,
-		.workdir = SPEC_DEFAULT_WORKDIR,
-		.network = NETWORK_NONE,
+	    .memory_bytes = SPEC_DEFAULT_MEMORY,
+	    .cpu_milli = SPEC_DEFAULT_CPU_MILLI,
+	    .pids = SPEC_DEFAULT_PIDS,
+	    .disk_bytes = SPEC_DEFAULT_DISK,
+	    .workdir = SPEC_DEFAULT_WORKDIR,
+	    .network = NETWORK_NONE,
 	};
 }
 
@@ -96,8 +96,8 @@ static int check_sandbox_path(const char *what, const char *p, struct error *err
 /* The sandbox's own mount points may not be replaced by a volume. */
 static bool is_reserved_target(const char *p)
 {
-	static const char *const reserved[] = {"/proc", "/dev", "/sys", "/tmp", "/usr", "/etc",
-					       "/bin", "/sbin", "/lib", "/lib64"};
+	static const char *const reserved[] = {"/proc", "/dev", "/sys",	 "/tmp", "/usr",
+					       "/etc",	"/bin", "/sbin", "/lib", "/lib64"};
 	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
 		size_t len = strlen(reserved[i]);
 		if (strncmp(p, reserved[i], len) == 0 && (p[len] == '\0' || p[len] == '/'))
@@ -143,8 +143,8 @@ static int check_files(const struct spec *spec, struct error *err)
 		if (r < 0)
 			return r;
 		if (!is_below(f->path, spec->workdir) && !is_below(f->path, "/tmp"))
-			return error_set(err, EINVAL, "files: '%s' is not under %s or /tmp", f->path,
-					 spec->workdir);
+			return error_set(err, EINVAL, "files: '%s' is not under %s or /tmp",
+					 f->path, spec->workdir);
 		total += f->len;
 		if (total > SPEC_FILES_BYTES_MAX)
 			return error_set(err, E2BIG, "files: more than %llu bytes in all",

@@ -30,21 +30,21 @@
 #include <stdint.h>
 
 /* Named limits on everything a caller controls. */
-#define SPEC_MEMORY_MIN      (4ULL << 20)  /* 4 MiB: less cannot start a shell */
-#define SPEC_MEMORY_MAX      (1ULL << 40)  /* 1 TiB */
-#define SPEC_CPU_MILLI_MIN   10ULL         /* 0.01 CPU */
-#define SPEC_CPU_MILLI_MAX   1024000ULL    /* 1024 CPUs */
-#define SPEC_PIDS_MAX        1000000ULL
-#define SPEC_DISK_MIN        (1ULL << 20)  /* 1 MiB */
-#define SPEC_DISK_MAX        (1ULL << 40)
+#define SPEC_MEMORY_MIN	     (4ULL << 20) /* 4 MiB: less cannot start a shell */
+#define SPEC_MEMORY_MAX	     (1ULL << 40) /* 1 TiB */
+#define SPEC_CPU_MILLI_MIN   10ULL	  /* 0.01 CPU */
+#define SPEC_CPU_MILLI_MAX   1024000ULL	  /* 1024 CPUs */
+#define SPEC_PIDS_MAX	     1000000ULL
+#define SPEC_DISK_MIN	     (1ULL << 20) /* 1 MiB */
+#define SPEC_DISK_MAX	     (1ULL << 40)
 #define SPEC_TIMEOUT_MAX_MS  (30ULL * 86400 * 1000) /* 30 days */
-#define SPEC_ARGV_MAX        4096          /* arguments in the command */
-#define SPEC_ENV_MAX         256           /* --env entries */
+#define SPEC_ARGV_MAX	     4096		    /* arguments in the command */
+#define SPEC_ENV_MAX	     256		    /* --env entries */
 #define SPEC_VOLUMES_MAX     32
-#define SPEC_PATH_MAX        1024          /* bytes in any path we are given */
-#define SPEC_ENV_ENTRY_MAX   (32 * 1024)   /* bytes in one KEY=VALUE */
-#define SPEC_FILES_MAX       64            /* files placed in the sandbox at start */
-#define SPEC_FILES_BYTES_MAX (4ULL << 20)  /* their total size */
+#define SPEC_PATH_MAX	     1024	  /* bytes in any path we are given */
+#define SPEC_ENV_ENTRY_MAX   (32 * 1024)  /* bytes in one KEY=VALUE */
+#define SPEC_FILES_MAX	     64		  /* files placed in the sandbox at start */
+#define SPEC_FILES_BYTES_MAX (4ULL << 20) /* their total size */
 
 /* The defaults of `agentbox run`. */
 #define SPEC_DEFAULT_MEMORY    (512ULL << 20)
@@ -56,8 +56,8 @@
 #define SPEC_DEFAULT_LANG      "C.UTF-8"
 
 /* The identity the command runs as, inside the sandbox's user namespace. */
-#define SANDBOX_UID      1000
-#define SANDBOX_GID      1000
+#define SANDBOX_UID	 1000
+#define SANDBOX_GID	 1000
 #define SANDBOX_HOSTNAME "agentbox"
 
 struct volume {
@@ -92,7 +92,7 @@ struct spec {
 
 	uint64_t memory_bytes; /* memory limit; swap is always 0 */
 	uint64_t cpu_milli;    /* CPU quota in thousandths of a CPU */
-	uint64_t pids;         /* most tasks alive at once */
+	uint64_t pids;	       /* most tasks alive at once */
 	uint64_t disk_bytes;   /* size of the tmpfs behind /tmp, /dev/shm, workdir */
 	uint64_t timeout_ms;   /* wall clock; 0 = none */
 

@@ -30,9 +30,9 @@ int uidrange_acquire(const char *run_dir, struct uidrange *ret, struct error *er
 		struct flock fl = slot_lock(F_WRLCK, slot);
 		if (fcntl(fd, F_OFD_SETLK, &fl) == 0) {
 			*ret = (struct uidrange){
-				.lock_fd = fd,
-				.slot = slot,
-				.base = UIDRANGE_BASE + slot * UIDRANGE_SIZE,
+			    .lock_fd = fd,
+			    .slot = slot,
+			    .base = UIDRANGE_BASE + slot * UIDRANGE_SIZE,
 			};
 			return 0;
 		}

@@ -25,14 +25,14 @@
 _Static_assert(SUPERVISOR_LOCK_FD == 3, "spawn_helper() hands the first fd over as 3");
 /* how much of an events journal one step imports at most: every step is
  * bounded, so one busy task never holds up the others or the queue */
-#define IMPORT_CHUNK     (1u << 20)
+#define IMPORT_CHUNK	 (1u << 20)
 #define IMPORT_LINES_MAX 2000
 
 struct running {
 	char id[TASK_ID_SIZE];
 	uint32_t attempt;
-	int lock_fd;      /* <attempt>/lock: held by the supervisor while it lives */
-	uint64_t offset;  /* bytes of the events journal consumed */
+	int lock_fd;	   /* <attempt>/lock: held by the supervisor while it lives */
+	uint64_t offset;   /* bytes of the events journal consumed */
 	uint64_t imported; /* progress lines of this attempt in the store */
 	uint64_t refused;  /* lines the store would not take (logged at the end) */
 	bool cancel_sent;
@@ -190,7 +190,8 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 		json_t *data = json_object_get(rec, "data");
 		if (rec && json_is_object(data) && (uint64_t)no > imported) {
 			_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
-			rr = text ? store_progress_append(s->st, r->id, r->attempt, text, t, NULL, err)
+			rr = text ? store_progress_append(s->st, r->id, r->attempt, text, t, NULL,
+							  err)
 				  : -ENOMEM;
 			/* refused for good (the merged progress would pass its cap): the
 			 * line is dropped, its savepoint undone, the import goes on */
@@ -264,10 +265,10 @@ static int finish(struct sched *s, struct running *r, struct error *err)
 		exit_code = -1;
 		free(error);
 		error = strdup(rr == -ENOENT ? "the supervisor ended without a result"
-					      : "the attempt's result.json is unreadable");
+					     : "the attempt's result.json is unreadable");
 	}
-	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error, wall_clock_ms(), NULL,
-				    err);
+	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error,
+				    wall_clock_ms(), NULL, err);
 	if (rr == -ESTALE)
 		rr = 0; /* recorded already, by an earlier run of ours */
 	return rr;
@@ -395,8 +396,8 @@ static int claim_and_start(struct sched *s, struct error *err)
 		struct error serr = {0};
 		if (start_attempt(s, &t, &serr) < 0) {
 			/* this attempt never ran: it is lost, and retried if the task allows */
-			(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1, serr.msg,
-						     wall_clock_ms(), NULL, err);
+			(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
+						     serr.msg, wall_clock_ms(), NULL, err);
 		}
 		task_release(&t);
 	}
@@ -484,11 +485,14 @@ static int restart_unstarted(struct sched *s, struct error *err)
 		struct error serr = {0};
 		int r = store_task_get(s->st, ids[i], &t, &serr);
 		if (r == 0 && t.status == TASK_RUNNING) {
-			fprintf(stderr, "agentboxd: %s: attempt %" PRIu32 " was claimed but never started; starting it\n",
+			fprintf(stderr,
+				"agentboxd: %s: attempt %" PRIu32
+				" was claimed but never started; starting it\n",
 				t.id, t.attempt);
 			if (start_attempt(s, &t, &serr) < 0)
-				(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1, serr.msg,
-							     wall_clock_ms(), NULL, &serr);
+				(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
+							     serr.msg, wall_clock_ms(), NULL,
+							     &serr);
 		}
 		task_release(&t);
 	}

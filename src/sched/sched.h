@@ -30,10 +30,10 @@
 #include <stdint.h>
 
 #define SCHED_MAX_RUNNING_DEFAULT 16
-#define SCHED_MAX_RUNNING_MAX     1024
+#define SCHED_MAX_RUNNING_MAX	  1024
 
 struct sched_config {
-	const char *state_dir;       /* <state>/tasks/... (see supervisor/attempt.h) */
+	const char *state_dir;	     /* <state>/tasks/... (see supervisor/attempt.h) */
 	const char *supervisor_path; /* the agentbox-supervisor binary */
 	unsigned max_running;
 };

@@ -123,14 +123,14 @@ static int setup(struct shim *s, const sigset_t *stop, struct error *err)
 		return r;
 	if (mkdirat(s->dirfd, "procs", 0700) < 0 && errno != EEXIST)
 		return error_set_errno(err, errno, "procs");
-	if ((s->procs_fd = openat(s->dirfd, "procs", O_RDONLY | O_DIRECTORY | O_CLOEXEC |
-							     O_NOFOLLOW)) < 0)
+	if ((s->procs_fd =
+		 openat(s->dirfd, "procs", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return error_set_errno(err, errno, "procs");
 	if ((r = open_loop(s, stop, err)) < 0 || (r = listen_socket(s, err)) < 0 ||
 	    (r = start_sandbox(s, err)) < 0)
 		return r;
 	s->control = (struct shim_source){
-		.kind = SOURCE_CONTROL, .fd = sandbox_control_fd(s->sb), .owner = s};
+	    .kind = SOURCE_CONTROL, .fd = sandbox_control_fd(s->sb), .owner = s};
 	if ((r = shim_watch(s, &s->listen, EPOLLIN)) < 0 ||
 	    (r = shim_watch(s, &s->signal, EPOLLIN)) < 0 ||
 	    (r = shim_watch(s, &s->timer, EPOLLIN)) < 0 ||
@@ -147,8 +147,8 @@ static void on_ready(struct pollfd *pfd, size_t index, void *data)
 }
 
 /* Why the sandbox ended, when the shim did not end it. */
-static const char *died_of(const struct sandbox_result *res, const struct error *err,
-			   char *detail, size_t size)
+static const char *died_of(const struct sandbox_result *res, const struct error *err, char *detail,
+			   size_t size)
 {
 	switch (res->end) {
 	case SANDBOX_SETUP_FAILED:
@@ -224,8 +224,14 @@ static void release(struct shim *s)
 
 static int run(const char *dir, const sigset_t *stop, int ready_fd)
 {
-	struct shim s = {.dirfd = -1, .procs_fd = -1, .epfd = -1, .reserve_fd = -1,
-			 .listen.fd = -1, .signal.fd = -1, .control.fd = -1, .timer.fd = -1};
+	struct shim s = {.dirfd = -1,
+			 .procs_fd = -1,
+			 .epfd = -1,
+			 .reserve_fd = -1,
+			 .listen.fd = -1,
+			 .signal.fd = -1,
+			 .control.fd = -1,
+			 .timer.fd = -1};
 	struct error err = {0};
 	int r;
 

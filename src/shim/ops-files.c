@@ -10,9 +10,9 @@ static const struct {
 	const char *name;
 	enum sandbox_open_mode mode;
 } modes[] = {
-	{"read", SANDBOX_OPEN_READ},
-	{"write", SANDBOX_OPEN_WRITE},
-	{"dir", SANDBOX_OPEN_DIR},
+    {"read", SANDBOX_OPEN_READ},
+    {"write", SANDBOX_OPEN_WRITE},
+    {"dir", SANDBOX_OPEN_DIR},
 };
 
 int op_open(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)

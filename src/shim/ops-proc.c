@@ -64,12 +64,12 @@ int op_exec(struct shim *s, struct conn *c, json_t *req, int fd, struct error *e
 	if (fd < 0 && (fd = null = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
 		return error_set_errno(err, errno, "/dev/null");
 	struct proc_exec pe = {
-		.argv = argv,
-		.envp = envp,
-		.cwd = cwd,
-		.stdin_fd = fd,
-		.timeout_ms = (uint64_t)timeout_ms,
-		.command = json_object_get(req, "command"),
+	    .argv = argv,
+	    .envp = envp,
+	    .cwd = cwd,
+	    .stdin_fd = fd,
+	    .timeout_ms = (uint64_t)timeout_ms,
+	    .command = json_object_get(req, "command"),
 	};
 	struct proc *p;
 	if ((r = proc_exec(s, &pe, &p, err)) < 0)

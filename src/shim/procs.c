@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PIPE_READ_CHUNK  65536
-#define PIPE_READS_EACH  4 /* chunks per readiness, so no pipe starves the rest */
-#define NS_PER_MS        1000000ULL
+#define PIPE_READ_CHUNK 65536
+#define PIPE_READS_EACH 4 /* chunks per readiness, so no pipe starves the rest */
+#define NS_PER_MS	1000000ULL
 
 static void name_of(char *buf, size_t size, pid_t pid, const char *ext)
 {
@@ -27,8 +27,8 @@ static int open_output(struct shim *s, pid_t pid, const char *ext)
 {
 	char name[32];
 	name_of(name, sizeof(name), pid, ext);
-	int fd = openat(s->procs_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-			0600);
+	int fd =
+	    openat(s->procs_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -368,12 +368,12 @@ int proc_exec(struct shim *s, const struct proc_exec *req, struct proc **ret, st
 	uint64_t oom = 0;
 	(void)sandbox_oom_kills(s->sb, &oom);
 	struct serve_spawn spawn = {
-		.argv = req->argv,
-		.envp = req->envp,
-		.cwd = req->cwd,
-		.stdin_fd = req->stdin_fd,
-		.stdout_fd = out[1],
-		.stderr_fd = errp[1],
+	    .argv = req->argv,
+	    .envp = req->envp,
+	    .cwd = req->cwd,
+	    .stdin_fd = req->stdin_fd,
+	    .stdout_fd = out[1],
+	    .stderr_fd = errp[1],
 	};
 	pid_t pid = 0;
 	r = sandbox_spawn(s->sb, &spawn, &pid, err);
@@ -509,12 +509,12 @@ static json_t *record_field(const struct proc *p, const char *key)
 json_t *proc_summary(const struct proc *p)
 {
 	bool cut;
-	json_t *j = json_pack("{s:i, s:o, s:b, s:o, s:o, s:I, s:o}", "pid", (int)p->pid, "command",
-			      command_brief(p->command, &cut), "running", p->state != PROC_ENDED,
-			      "exit_code", record_field(p, "exit_code"), "signal",
-			      record_field(p, "signal"),
-			      "started_at", (json_int_t)p->started_at, "ended_at",
-			      p->state == PROC_ENDED ? json_integer(p->ended_at) : json_null());
+	json_t *j =
+	    json_pack("{s:i, s:o, s:b, s:o, s:o, s:I, s:o}", "pid", (int)p->pid, "command",
+		      command_brief(p->command, &cut), "running", p->state != PROC_ENDED,
+		      "exit_code", record_field(p, "exit_code"), "signal",
+		      record_field(p, "signal"), "started_at", (json_int_t)p->started_at,
+		      "ended_at", p->state == PROC_ENDED ? json_integer(p->ended_at) : json_null());
 	if (j && cut)
 		json_object_set_new(j, "command_truncated", json_true());
 	return j;

@@ -121,17 +121,17 @@
 #ifndef AGENTBOX_SHIM_PROTOCOL_H
 #define AGENTBOX_SHIM_PROTOCOL_H
 
-#define SHIM_MSG_MAX        (256 * 1024)
-#define SHIM_OUTPUT_CAP     (16ULL << 20) /* per process and stream */
-#define SHIM_PROCS_KEPT     64            /* ended processes whose records stay */
-#define SHIM_RUNNING_MAX    64            /* processes running at once by exec */
-#define SHIM_SOCKET         "shim.sock"
-#define SHIM_LOCK_FD        3
-#define SHIM_READY_FD       4
-#define SHIM_CONNS_MAX      256           /* connections at once */
-#define SHIM_REQUEST_TIMEOUT_MS 10000     /* from connect to the request */
-#define SHIM_NOTICE_MS      20            /* "output" notices per process, at most one per */
-#define SHIM_DRAIN_GRACE_MS 1000          /* output still read after a process exited */
-#define SHIM_COMMAND_BRIEF  1024          /* bytes of a command in "processes" */
+#define SHIM_MSG_MAX		(256 * 1024)
+#define SHIM_OUTPUT_CAP		(16ULL << 20) /* per process and stream */
+#define SHIM_PROCS_KEPT		64	      /* ended processes whose records stay */
+#define SHIM_RUNNING_MAX	64	      /* processes running at once by exec */
+#define SHIM_SOCKET		"shim.sock"
+#define SHIM_LOCK_FD		3
+#define SHIM_READY_FD		4
+#define SHIM_CONNS_MAX		256   /* connections at once */
+#define SHIM_REQUEST_TIMEOUT_MS 10000 /* from connect to the request */
+#define SHIM_NOTICE_MS		20    /* "output" notices per process, at most one per */
+#define SHIM_DRAIN_GRACE_MS	1000  /* output still read after a process exited */
+#define SHIM_COMMAND_BRIEF	1024  /* bytes of a command in "processes" */
 
 #endif

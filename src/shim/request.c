@@ -19,18 +19,18 @@ struct op {
 #define NO_FIELDS   ((const char *const[]){NULL})
 
 static const struct op ops[] = {
-	{"exec", op_exec, FIELDS("command", "env", "cwd", "timeout_ms"), true},
-	{"watch", op_watch, FIELDS("pid"), false},
-	{"kill", op_kill, FIELDS("pid", "signal"), false},
-	{"processes", op_processes, NO_FIELDS, false},
-	{"open", op_open, FIELDS("path", "mode"), false},
-	{"rename", op_rename, FIELDS("from", "to"), false},
-	{"unlink", op_unlink, FIELDS("path"), false},
-	{"pause", op_pause, NO_FIELDS, false},
-	{"resume", op_resume, NO_FIELDS, false},
-	{"expire", op_expire, FIELDS("expires_at"), false},
-	{"status", op_status, NO_FIELDS, false},
-	{"stop", op_stop, NO_FIELDS, false},
+    {"exec", op_exec, FIELDS("command", "env", "cwd", "timeout_ms"), true},
+    {"watch", op_watch, FIELDS("pid"), false},
+    {"kill", op_kill, FIELDS("pid", "signal"), false},
+    {"processes", op_processes, NO_FIELDS, false},
+    {"open", op_open, FIELDS("path", "mode"), false},
+    {"rename", op_rename, FIELDS("from", "to"), false},
+    {"unlink", op_unlink, FIELDS("path"), false},
+    {"pause", op_pause, NO_FIELDS, false},
+    {"resume", op_resume, NO_FIELDS, false},
+    {"expire", op_expire, FIELDS("expires_at"), false},
+    {"status", op_status, NO_FIELDS, false},
+    {"stop", op_stop, NO_FIELDS, false},
 };
 
 json_t *json_text(const char *text)
@@ -106,8 +106,8 @@ int reply_ok(struct shim *s, struct conn *c)
 	return 0;
 }
 
-int req_int(json_t *req, const char *field, bool required, int64_t min, int64_t max,
-	    int64_t dflt, int64_t *ret, struct error *err)
+int req_int(json_t *req, const char *field, bool required, int64_t min, int64_t max, int64_t dflt,
+	    int64_t *ret, struct error *err)
 {
 	json_t *v = json_object_get(req, field);
 	if (!v) {

@@ -42,16 +42,16 @@ enum shim_source_kind {
 
 struct shim_source {
 	enum shim_source_kind kind;
-	int fd;      /* -1 once closed */
+	int fd;	     /* -1 once closed */
 	void *owner; /* the struct conn or struct proc, else the shim */
 };
 
 /* One of a process's output streams: a pipe drained into a capped file. */
 struct proc_stream {
 	struct shim_source src; /* the pipe's read end (non-blocking) */
-	int file;               /* procs/<pid>.out or .err, -1 once closed */
-	uint64_t size;          /* bytes in the file */
-	bool truncated;         /* more came than SHIM_OUTPUT_CAP */
+	int file;		/* procs/<pid>.out or .err, -1 once closed */
+	uint64_t size;		/* bytes in the file */
+	bool truncated;		/* more came than SHIM_OUTPUT_CAP */
 };
 
 enum proc_state {
@@ -62,33 +62,33 @@ enum proc_state {
 
 struct proc {
 	struct proc *prev, *next; /* in start order */
-	pid_t pid;                /* inside the sandbox */
-	json_t *command;          /* the array of strings */
+	pid_t pid;		  /* inside the sandbox */
+	json_t *command;	  /* the array of strings */
 	enum proc_state state;
 	struct proc_stream out, err;
-	int status; /* wait status, once exited */
-	bool timed_out;   /* the shim killed it at its timeout */
-	bool killed;      /* a kill request sent it SIGKILL */
-	bool oom_killed;  /* SIGKILLed as the sandbox's OOM kills rose */
+	int status;	 /* wait status, once exited */
+	bool timed_out;	 /* the shim killed it at its timeout */
+	bool killed;	 /* a kill request sent it SIGKILL */
+	bool oom_killed; /* SIGKILLed as the sandbox's OOM kills rose */
 	uint64_t oom_kills_at_start;
-	uint64_t duration_ms;           /* once exited */
-	uint64_t end_seq;               /* once ended: the order of ends */
-	int64_t started_at, ended_at;   /* wall clock, ms */
-	uint64_t start_ns;              /* monotonic */
-	uint64_t deadline_ns;           /* timeout_ms; 0 = none */
-	uint64_t drain_until_ns;        /* once exited: stop waiting for EOF */
-	bool output_pending;            /* output came since the last notice */
+	uint64_t duration_ms;	      /* once exited */
+	uint64_t end_seq;	      /* once ended: the order of ends */
+	int64_t started_at, ended_at; /* wall clock, ms */
+	uint64_t start_ns;	      /* monotonic */
+	uint64_t deadline_ns;	      /* timeout_ms; 0 = none */
+	uint64_t drain_until_ns;      /* once exited: stop waiting for EOF */
+	bool output_pending;	      /* output came since the last notice */
 	uint64_t last_notice_ns;
-	json_t *record;                 /* once ended: procs/<pid>.json */
+	json_t *record; /* once ended: procs/<pid>.json */
 };
 
 struct conn {
 	struct shim_source src;
 	struct conn *prev, *next;
-	bool requested;       /* its one request has come */
-	pid_t pid;            /* > 0: it watches this process */
+	bool requested;	      /* its one request has come */
+	pid_t pid;	      /* > 0: it watches this process */
 	uint64_t deadline_ns; /* for the request */
-	char *last;           /* a last message waiting for room, then close */
+	char *last;	      /* a last message waiting for room, then close */
 	size_t last_len;
 };
 
@@ -97,7 +97,7 @@ struct shim {
 	int epfd;
 	struct shim_source listen, signal, control, timer;
 	int reserve_fd; /* given up to accept() when out of fds */
-	char *buf;      /* SHIM_MSG_MAX + 1, for requests */
+	char *buf;	/* SHIM_MSG_MAX + 1, for requests */
 
 	struct sandbox *sb;
 	char id[64];
@@ -126,7 +126,7 @@ void shim_unwatch(struct shim *s, struct shim_source *src); /* and close the fd 
 void shim_dispatch(struct shim *s);
 /* End the sandbox for reason (the first call wins): it is killed, the wait returns. */
 void shim_end(struct shim *s, const char *reason, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* 0, or -ECANCELED/-EBUSY with err when the sandbox is ending or paused. */
 int shim_need_running(struct shim *s, struct error *err);
 void shim_close_listener(struct shim *s);
@@ -179,8 +179,8 @@ void conn_close_all(struct shim *s);
 /* request.c */
 /* Handle req and reply; fd (-1: none) came with it and is closed here. */
 void request_handle(struct shim *s, struct conn *c, json_t *req, int fd);
-int req_int(json_t *req, const char *field, bool required, int64_t min, int64_t max,
-	    int64_t dflt, int64_t *ret, struct error *err);
+int req_int(json_t *req, const char *field, bool required, int64_t min, int64_t max, int64_t dflt,
+	    int64_t *ret, struct error *err);
 int req_path(json_t *req, const char *field, bool required, const char **ret, struct error *err);
 /* A NULL-terminated array pointing into req's strings: free() it alone. */
 int req_strv(json_t *req, const char *field, size_t max, const char ***ret, struct error *err);

@@ -39,7 +39,7 @@ struct store_row {
  * of struct sandbox_record but spec_json (which never changes, and stays NULL).
  */
 struct store_sandbox_row {
-	int64_t key;	  /* the backend's handle of the row */
+	int64_t key;		  /* the backend's handle of the row */
 	struct sandbox_record sb; /* sb.spec_json is NULL; the other strings owned */
 };
 

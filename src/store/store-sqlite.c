@@ -555,8 +555,7 @@ static int read_sandbox_row(sqlite3_stmt *q, bool with_spec, struct store_sandbo
 	const char *id = (const char *)sqlite3_column_text(q, 1);
 	const char *status = (const char *)sqlite3_column_text(q, 2);
 	if (!id || strlen(id) >= sizeof(sb->id) || sandbox_status_parse(status, &sb->status) < 0)
-		return error_set(err, EIO,
-				 "store: a sandbox row is corrupt (id '%s', status '%s')",
+		return error_set(err, EIO, "store: a sandbox row is corrupt (id '%s', status '%s')",
 				 id ? id : "", status ? status : "");
 	memcpy(sb->id, id, strlen(id) + 1);
 	sb->created_at = sqlite3_column_int64(q, 3);
@@ -564,7 +563,8 @@ static int read_sandbox_row(sqlite3_stmt *q, bool with_spec, struct store_sandbo
 	sb->ended_at = sqlite3_column_int64(q, 5);
 	if (dup_column(q, 6, &sb->end_reason) < 0 || dup_column(q, 7, &sb->end_detail) < 0 ||
 	    dup_column(q, 8, &sb->metadata_json) < 0 || !sb->metadata_json ||
-	    (with_spec && (dup_column(q, COL_SANDBOX_SPEC, &sb->spec_json) < 0 || !sb->spec_json))) {
+	    (with_spec &&
+	     (dup_column(q, COL_SANDBOX_SPEC, &sb->spec_json) < 0 || !sb->spec_json))) {
 		sandbox_record_release(sb);
 		return error_set(err, ENOMEM, "store: reading sandbox %s: out of memory", sb->id);
 	}
@@ -620,8 +620,8 @@ static int sq_sandbox_list(struct store *st, const struct sandbox_filter *f,
 	struct sqlite_store *s = to_sqlite(st);
 	int64_t after_created = INT64_MIN, after_pk = -1;
 	if (f->after_id) {
-		int r = position_with(s, S_SBX_POSITION, f->after_id, &after_pk, &after_created,
-				      err);
+		int r =
+		    position_with(s, S_SBX_POSITION, f->after_id, &after_pk, &after_created, err);
 		if (r < 0)
 			return r;
 	}
@@ -629,8 +629,8 @@ static int sq_sandbox_list(struct store *st, const struct sandbox_filter *f,
 	_cleanup_reset_ sqlite3_stmt *q = s->stmt[all ? S_SBX_LIST_ALL : S_SBX_LIST_STATUS];
 	for (int i = 0; !all && i < SANDBOX_STATUS_COUNT; i++)
 		if (f->statuses & SANDBOX_STATUS_BIT(i))
-			sqlite3_bind_text(q, i + 1, sandbox_status_name((enum sandbox_status)i),
-					  -1, SQLITE_STATIC);
+			sqlite3_bind_text(q, i + 1, sandbox_status_name((enum sandbox_status)i), -1,
+					  SQLITE_STATIC);
 	sqlite3_bind_int64(q, 5, after_created);
 	sqlite3_bind_int64(q, 6, after_pk);
 	sqlite3_bind_int64(q, 7, (sqlite3_int64)f->limit);

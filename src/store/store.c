@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALL_STATUSES ((uint32_t)((1u << TASK_STATUS_COUNT) - 1))
-#define SBX(s)               SANDBOX_STATUS_BIT(s)
+#define ALL_STATUSES	     ((uint32_t)((1u << TASK_STATUS_COUNT) - 1))
+#define SBX(s)		     SANDBOX_STATUS_BIT(s)
 #define ALL_SANDBOX_STATUSES ((uint32_t)((1u << SANDBOX_STATUS_COUNT) - 1))
 /* What a sandbox list with no statuses shows: what users may see. */
 #define LISTED_SANDBOX_STATUSES (SBX(SANDBOX_RUNNING) | SBX(SANDBOX_PAUSED) | SBX(SANDBOX_ENDED))
@@ -120,7 +120,8 @@ static int status_event(struct store *st, struct store_row *row, int end, int ex
 			const char *error, int64_t now, struct error *err)
 {
 	_cleanup_free_ char *data = NULL;
-	int r = store_json_status_event(row->t.status, row->t.attempt, end, exit_code, error, &data);
+	int r =
+	    store_json_status_event(row->t.status, row->t.attempt, end, exit_code, error, &data);
 	if (r < 0)
 		return error_set_errno(err, -r, "store: writing a status event");
 	return st->ops->event_add(st, row, TASK_EVENT_STATUS, row->t.attempt, now, data, err);
@@ -452,7 +453,8 @@ int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, stru
 	return op_end(st, st->ops->sandbox_insert(st, &row, err), err);
 }
 
-int store_sandbox_get(struct store *st, const char *id, struct sandbox_record *ret, struct error *err)
+int store_sandbox_get(struct store *st, const char *id, struct sandbox_record *ret,
+		      struct error *err)
 {
 	if (!id || !ret)
 		return error_set(err, EINVAL, "store: no sandbox id given");

@@ -71,10 +71,10 @@ int store_task_insert(struct store *st, const struct task *t, struct error *err)
 int store_task_get(struct store *st, const char *id, struct task *ret, struct error *err);
 
 struct task_filter {
-	uint32_t statuses; /* TASK_STATUS_BIT()s; 0 = all */
+	uint32_t statuses;    /* TASK_STATUS_BIT()s; 0 = all */
 	const char *after_id; /* page after this task, in creation order; NULL = first page;
 			       * -ENOENT if there is no such task */
-	size_t limit;       /* most tasks to return; 1..STORE_LIST_MAX */
+	size_t limit;	      /* most tasks to return; 1..STORE_LIST_MAX */
 };
 #define STORE_LIST_MAX 1000
 
@@ -101,8 +101,8 @@ int store_task_claim(struct store *st, int64_t now, struct task *ret, struct err
  * status event records it. *ret_status (may be NULL) gets the new status.
  * -ESTALE if the task is not running that attempt.
  */
-int store_task_end_attempt(struct store *st, const char *id, uint32_t attempt,
-			   enum task_status end, int exit_code, const char *error, int64_t now,
+int store_task_end_attempt(struct store *st, const char *id, uint32_t attempt, enum task_status end,
+			   int exit_code, const char *error, int64_t now,
 			   enum task_status *ret_status, struct error *err);
 
 /*
@@ -121,8 +121,8 @@ int store_task_cancel(struct store *st, const char *id, int64_t now, enum task_s
  * task's progress, top-level keys of the latest event winning. -ESTALE if
  * that attempt is not the running one. *ret_seq (may be NULL) gets its seq.
  */
-int store_progress_append(struct store *st, const char *id, uint32_t attempt,
-			  const char *data_json, int64_t now, int64_t *ret_seq, struct error *err);
+int store_progress_append(struct store *st, const char *id, uint32_t attempt, const char *data_json,
+			  int64_t now, int64_t *ret_seq, struct error *err);
 
 /*
  * Call fn for each event of task id with seq > after_seq, in order, at
@@ -147,14 +147,15 @@ int store_events_list(struct store *st, const char *id, int64_t after_seq, size_
 int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, struct error *err);
 
 /* Read one sandbox; *ret is filled with owned copies (sandbox_record_release()). */
-int store_sandbox_get(struct store *st, const char *id, struct sandbox_record *ret, struct error *err);
+int store_sandbox_get(struct store *st, const char *id, struct sandbox_record *ret,
+		      struct error *err);
 
 struct sandbox_filter {
-	uint32_t statuses; /* SANDBOX_STATUS_BIT()s; 0 = running, paused and ended:
-			    * pooled sandboxes are listed only when asked for */
+	uint32_t statuses;    /* SANDBOX_STATUS_BIT()s; 0 = running, paused and ended:
+			       * pooled sandboxes are listed only when asked for */
 	const char *after_id; /* page after this sandbox, in creation order; NULL = first
 			       * page; -ENOENT if there is no such sandbox */
-	size_t limit;       /* most sandboxes to return; 1..STORE_LIST_MAX */
+	size_t limit;	      /* most sandboxes to return; 1..STORE_LIST_MAX */
 };
 
 /*

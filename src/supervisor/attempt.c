@@ -19,7 +19,8 @@ static int load_command(json_t *cmd, struct attempt *a, struct error *err)
 {
 	size_t n = json_array_size(cmd);
 	if (!json_is_array(cmd) || n == 0)
-		return error_set(err, EINVAL, "attempt.json: spec.command is not a non-empty array");
+		return error_set(err, EINVAL,
+				 "attempt.json: spec.command is not a non-empty array");
 	a->argv = calloc(n + 1, sizeof(char *));
 	if (!a->argv)
 		return error_set(err, ENOMEM, "out of memory");
@@ -78,7 +79,8 @@ static int load_files(json_t *files, struct attempt *a, struct error *err)
 			return error_set(err, ENOMEM, "out of memory");
 		}
 		memcpy(d, json_string_value(content), json_string_length(content) + 1);
-		a->files[i++] = (struct spec_file){.path = p, .data = d, .len = json_string_length(content)};
+		a->files[i++] =
+		    (struct spec_file){.path = p, .data = d, .len = json_string_length(content)};
 	}
 	a->spec.files = a->files;
 	a->spec.nfiles = i;
@@ -112,7 +114,8 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	snprintf(a->state_dir, sizeof(a->state_dir), "%s/../state", dir);
 	snprintf(a->progress_fifo, sizeof(a->progress_fifo), "%s/progress", dir);
 	a->volumes[0] = (struct volume){.host = a->state_dir, .target = ATTEMPT_STATE_TARGET};
-	a->volumes[1] = (struct volume){.host = a->progress_fifo, .target = ATTEMPT_PROGRESS_TARGET};
+	a->volumes[1] =
+	    (struct volume){.host = a->progress_fifo, .target = ATTEMPT_PROGRESS_TARGET};
 	a->spec.volumes = NULL;
 	for (size_t i = 0; i < 2; i++) {
 		struct volume *n = realloc(a->spec.volumes, (i + 1) * sizeof(*n));
@@ -188,16 +191,16 @@ int attempt_write_result(int dirfd, const struct sandbox_result *res, const char
 			 const struct attempt_counts *c)
 {
 	json_t *j = json_pack(
-		"{s:s, s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "end",
-		end_name(res), "exit_code", exit_code_of(res), "signal",
-		res->term_signal ? json_integer(res->term_signal) : json_null(), "error",
-		error ? json_string(error) : json_null(), "oom_killed", res->oom_killed, "wall_ms",
-		(json_int_t)res->wall_ms, "cpu_ms", (json_int_t)res->cpu_ms, "peak_memory_bytes",
-		(json_int_t)res->peak_memory_bytes, "progress_lines", (json_int_t)c->progress_lines,
-		"malformed_progress", (json_int_t)c->malformed_progress, "oversized_progress",
-		(json_int_t)c->oversized_progress, "dropped_progress", (json_int_t)c->dropped_progress,
-		"output_bytes", (json_int_t)c->output_bytes,
-		"output_dropped", (json_int_t)c->output_dropped);
+	    "{s:s, s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "end",
+	    end_name(res), "exit_code", exit_code_of(res), "signal",
+	    res->term_signal ? json_integer(res->term_signal) : json_null(), "error",
+	    error ? json_string(error) : json_null(), "oom_killed", res->oom_killed, "wall_ms",
+	    (json_int_t)res->wall_ms, "cpu_ms", (json_int_t)res->cpu_ms, "peak_memory_bytes",
+	    (json_int_t)res->peak_memory_bytes, "progress_lines", (json_int_t)c->progress_lines,
+	    "malformed_progress", (json_int_t)c->malformed_progress, "oversized_progress",
+	    (json_int_t)c->oversized_progress, "dropped_progress", (json_int_t)c->dropped_progress,
+	    "output_bytes", (json_int_t)c->output_bytes, "output_dropped",
+	    (json_int_t)c->output_dropped);
 	if (!j)
 		return -ENOMEM;
 	int r = supervise_write_json(dirfd, "result.json", j, true);

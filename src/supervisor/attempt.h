@@ -28,19 +28,19 @@
 #include <stdint.h>
 
 #define ATTEMPT_OUTPUT_CAP_DEFAULT (16ULL << 20)
-#define ATTEMPT_EVENTS_CAP         (16ULL << 20) /* accepted progress records */
-#define ATTEMPT_PROGRESS_TARGET    "/run/agentbox/progress"
-#define ATTEMPT_STATE_TARGET       "/state"
+#define ATTEMPT_EVENTS_CAP	   (16ULL << 20) /* accepted progress records */
+#define ATTEMPT_PROGRESS_TARGET	   "/run/agentbox/progress"
+#define ATTEMPT_STATE_TARGET	   "/state"
 
 /* What attempt.json says, parsed into a sandbox spec. Owns its strings. */
 struct attempt {
 	char task_id[64];
 	uint32_t attempt;
 	struct spec spec;
-	char **argv;   /* owned, NULL-terminated */
-	char **env;    /* owned "KEY=VALUE", spec.env points at these */
+	char **argv;		 /* owned, NULL-terminated */
+	char **env;		 /* owned "KEY=VALUE", spec.env points at these */
 	struct spec_file *files; /* owned */
-	char state_dir[1024];    /* host side of /state */
+	char state_dir[1024];	 /* host side of /state */
 	char progress_fifo[1024];
 	struct volume volumes[2];
 };

@@ -17,16 +17,15 @@
 
 struct journal {
 	int fd, len_fd;
-	uint64_t size;     /* bytes written so far */
-	uint64_t synced;   /* bytes known durable and published */
-	uint64_t cap;      /* most bytes kept, marker excluded */
-	uint64_t dropped;  /* bytes past the cap */
+	uint64_t size;	    /* bytes written so far */
+	uint64_t synced;    /* bytes known durable and published */
+	uint64_t cap;	    /* most bytes kept, marker excluded */
+	uint64_t dropped;   /* bytes past the cap */
 	const char *marker; /* written once when the cap is reached */
 };
 
 /* Create (or continue) <dirfd>/<name> and <name>.len. 0 or -errno. */
-int journal_open(struct journal *j, int dirfd, const char *name, uint64_t cap,
-		 const char *marker);
+int journal_open(struct journal *j, int dirfd, const char *name, uint64_t cap, const char *marker);
 
 /* Append len bytes; what passes the cap is dropped (and counted). 0 or -errno. */
 int journal_append(struct journal *j, const void *buf, size_t len);

@@ -134,8 +134,8 @@ static int open_channels(struct supervisor *s)
 	s->fifo_fd = openat(s->dirfd, "progress", O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (s->fifo_fd < 0)
 		return -errno;
-	int r = journal_open(&s->output, s->dirfd, "output", ATTEMPT_OUTPUT_CAP_DEFAULT,
-			     OUTPUT_MARKER);
+	int r =
+	    journal_open(&s->output, s->dirfd, "output", ATTEMPT_OUTPUT_CAP_DEFAULT, OUTPUT_MARKER);
 	if (r == 0)
 		r = journal_open(&s->events, s->dirfd, "events", ATTEMPT_EVENTS_CAP, NULL);
 	if (r < 0)
@@ -156,14 +156,16 @@ static int run(const char *dir, const sigset_t *cancel)
 		return 1;
 	}
 	/* From here on, complaints go to supervisor.log. */
-	int log = openat(s.dirfd, "supervisor.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int log =
+	    openat(s.dirfd, "supervisor.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (log < 0 || dup2(log, 2) < 0) {
 		note("%s/supervisor.log: %s", dir, strerror(errno));
 		return 1;
 	}
 	close(log);
 	if ((r = supervise_hold_lock(s.dirfd)) < 0) {
-		note("cannot hold the attempt's lock: %s", r == -EBUSY ? "another supervisor runs this attempt" : strerror(-r));
+		note("cannot hold the attempt's lock: %s",
+		     r == -EBUSY ? "another supervisor runs this attempt" : strerror(-r));
 		return 1;
 	}
 	if ((r = supervise_write_pid_file(s.dirfd, "supervisor")) < 0) {
@@ -215,8 +217,12 @@ static int run(const char *dir, const sigset_t *cancel)
 	} else {
 		s.fds[0] = (struct pollfd){.fd = s.out_fd, .events = POLLIN};
 		s.fds[1] = (struct pollfd){.fd = s.fifo_fd, .events = POLLIN};
-		struct sandbox_io io = {.fds = s.fds, .nfds = 2, .ready = on_ready,
-					.tick_ms = SYNC_EVERY_MS, .tick = on_tick, .data = &s};
+		struct sandbox_io io = {.fds = s.fds,
+					.nfds = 2,
+					.ready = on_ready,
+					.tick_ms = SYNC_EVERY_MS,
+					.tick = on_tick,
+					.data = &s};
 		r = sandbox_wait_io(sb, sigfd, &io, &res, &err);
 		sandbox_free(sb);
 		if (r < 0) {
@@ -226,7 +232,8 @@ static int run(const char *dir, const sigset_t *cancel)
 		if (res.end == SANDBOX_SETUP_FAILED)
 			error = err.msg;
 		else if (res.end == SANDBOX_EXEC_FAILED)
-			error = res.exec_errno == ENOENT ? "command not found" : strerror(res.exec_errno);
+			error = res.exec_errno == ENOENT ? "command not found"
+							 : strerror(res.exec_errno);
 	}
 	/* Whatever is left in the pipe and the channel belongs to the record. */
 	while (s.fds[0].fd >= 0 && pump_output(&s))
@@ -240,12 +247,12 @@ static int run(const char *dir, const sigset_t *cancel)
 		return 1;
 	}
 	struct attempt_counts counts = {
-		.progress_lines = s.progress.accepted,
-		.malformed_progress = s.progress.malformed,
-		.oversized_progress = s.progress.oversized,
-		.dropped_progress = s.progress.dropped,
-		.output_bytes = s.output.size,
-		.output_dropped = s.output.dropped,
+	    .progress_lines = s.progress.accepted,
+	    .malformed_progress = s.progress.malformed,
+	    .oversized_progress = s.progress.oversized,
+	    .dropped_progress = s.progress.dropped,
+	    .output_bytes = s.output.size,
+	    .output_dropped = s.output.dropped,
 	};
 	if ((r = attempt_write_result(s.dirfd, &res, error, &counts)) < 0) {
 		note("cannot write result.json: %s", strerror(-r));

@@ -23,7 +23,7 @@ struct progress {
 	struct journal *events;
 	char line[PROGRESS_LINE_MAX + 1];
 	size_t len;
-	bool skipping;      /* inside an oversized line, until its newline */
+	bool skipping;	    /* inside an oversized line, until its newline */
 	uint64_t accepted;  /* the last line number written */
 	uint64_t malformed; /* not one JSON object */
 	uint64_t oversized; /* longer than PROGRESS_LINE_MAX */

@@ -39,7 +39,7 @@ int supervise_write_pid_file(int dirfd, const char *name)
 		return r;
 	snprintf(text, sizeof(text), "%d %llu\n", (int)getpid(), start);
 	_cleanup_close_ int fd =
-		openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	    openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	r = write_all(fd, text, strlen(text));
@@ -72,7 +72,7 @@ int supervise_write_json(int dirfd, const char *name, const json_t *j, bool dura
 		return -ENOMEM;
 	int r;
 	_cleanup_close_ int fd =
-		openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	    openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	if ((r = write_all(fd, text, strlen(text))) < 0 || (r = write_all(fd, "\n", 1)) < 0)

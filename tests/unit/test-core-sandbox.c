@@ -40,8 +40,8 @@ static void test_names_round_trip(void **state)
 static void test_unknown_names_fail(void **state)
 {
 	(void)state;
-	static const char *const bad[] = {"",	     "Running", "PAUSED", "paused ", " ended",
-					  "queued", "stopped", "pool",   "ended\n"};
+	static const char *const bad[] = {"",	    "Running", "PAUSED", "paused ", " ended",
+					  "queued", "stopped", "pool",	 "ended\n"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		enum sandbox_status s = SANDBOX_PAUSED;
 		assert_int_equal(sandbox_status_parse(bad[i], &s), -EINVAL);
@@ -86,8 +86,8 @@ static void test_end_reasons(void **state)
 	static const char *const good[] = {"expired", "deleted", "died", "failed", "stopped"};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		assert_true(sandbox_end_reason_is_valid(good[i]));
-	static const char *const bad[] = {"",	     "Expired", "expired ", "deleted\n",
-					  "ended",   "killed",  "oom",      "die"};
+	static const char *const bad[] = {"",	   "Expired", "expired ", "deleted\n",
+					  "ended", "killed",  "oom",	  "die"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (sandbox_end_reason_is_valid(bad[i]))
 			fail_msg("'%s' was taken for an end reason", bad[i]);
@@ -180,9 +180,9 @@ static void test_release(void **state)
 {
 	(void)state;
 	struct sandbox_record sb = {.spec_json = strdup("{}"),
-			     .metadata_json = strdup("{}"),
-			     .end_reason = strdup("died"),
-			     .end_detail = strdup("x")};
+				    .metadata_json = strdup("{}"),
+				    .end_reason = strdup("died"),
+				    .end_detail = strdup("x")};
 	sandbox_record_release(&sb);
 	assert_null(sb.spec_json);
 	assert_null(sb.metadata_json);
@@ -194,14 +194,10 @@ static void test_release(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_names_round_trip),
-	    cmocka_unit_test(test_unknown_names_fail),
-	    cmocka_unit_test(test_transition_table),
-	    cmocka_unit_test(test_end_reasons),
-	    cmocka_unit_test(test_id_new),
-	    cmocka_unit_test(test_id_is_valid),
-	    cmocka_unit_test(test_shared_id_code),
-	    cmocka_unit_test(test_release),
+	    cmocka_unit_test(test_names_round_trip), cmocka_unit_test(test_unknown_names_fail),
+	    cmocka_unit_test(test_transition_table), cmocka_unit_test(test_end_reasons),
+	    cmocka_unit_test(test_id_new),	     cmocka_unit_test(test_id_is_valid),
+	    cmocka_unit_test(test_shared_id_code),   cmocka_unit_test(test_release),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

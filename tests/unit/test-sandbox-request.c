@@ -65,9 +65,10 @@ static void test_create_full(void **state)
 	const char *body = "{\"limits\":{\"memory_mb\":128,\"cpus\":0.5},\"timeout_s\":60,"
 			   "\"env\":{\"B\":\"2\",\"A\":\"1\"},\"metadata\":{\"owner\":\"x\"}}";
 	assert_int_equal(sandbox_request_parse(body, strlen(body), &r, &e), 0);
-	assert_string_equal(r.spec_json, "{\"env\":{\"A\":\"1\",\"B\":\"2\"},\"limits\":{\"cpus\":0.5,"
-					 "\"disk_mb\":1024,\"memory_mb\":128,\"pids\":256,"
-					 "\"timeout_s\":null}}");
+	assert_string_equal(r.spec_json,
+			    "{\"env\":{\"A\":\"1\",\"B\":\"2\"},\"limits\":{\"cpus\":0.5,"
+			    "\"disk_mb\":1024,\"memory_mb\":128,\"pids\":256,"
+			    "\"timeout_s\":null}}");
 	assert_string_equal(r.metadata_json, "{\"owner\":\"x\"}");
 	assert_int_equal(r.timeout_ms, 60000);
 	assert_false(r.default_limits);
@@ -113,8 +114,9 @@ static void test_exec(void **state)
 	(void)state;
 	struct exec_request x = {0};
 	struct api_error e = {0};
-	const char *body = "{\"command\":[\"sh\",\"-c\",\"cat\"],\"stdin\":\"in\",\"env\":{\"K\":\"v\"},"
-			   "\"cwd\":\"/tmp\",\"timeout_s\":5,\"background\":true}";
+	const char *body =
+	    "{\"command\":[\"sh\",\"-c\",\"cat\"],\"stdin\":\"in\",\"env\":{\"K\":\"v\"},"
+	    "\"cwd\":\"/tmp\",\"timeout_s\":5,\"background\":true}";
 	assert_int_equal(exec_request_parse(body, strlen(body), &x, &e), 0);
 	assert_int_equal(json_array_size(x.command), 3);
 	assert_string_equal(json_string_value(json_object_get(x.env, "K")), "v");
@@ -140,9 +142,11 @@ static void test_exec(void **state)
 	exec_bad("{\"command\":[\"a\"],\"cwd\":\"/a\\u0000b\"}", API_ERR_INVALID_FIELD, "cwd");
 	exec_bad("{\"command\":[\"a\"],\"stdin\":1}", API_ERR_INVALID_FIELD, "stdin");
 	exec_bad("{\"command\":[\"a\"],\"timeout_s\":86401}", API_ERR_INVALID_FIELD, "timeout_s");
-	exec_bad("{\"command\":[\"a\"],\"background\":\"yes\"}", API_ERR_INVALID_FIELD, "background");
+	exec_bad("{\"command\":[\"a\"],\"background\":\"yes\"}", API_ERR_INVALID_FIELD,
+		 "background");
 	exec_bad("{\"command\":[\"a\"],\"tty\":true}", API_ERR_UNKNOWN_FIELD, "tty");
-	exec_bad("{\"command\":[\"a\"],\"env\":{\"1X\":\"y\"}}", API_ERR_INVALID_FIELD, "env[\"1X\"]");
+	exec_bad("{\"command\":[\"a\"],\"env\":{\"1X\":\"y\"}}", API_ERR_INVALID_FIELD,
+		 "env[\"1X\"]");
 
 	/* stdin: at most EXEC_STDIN_MAX bytes */
 	size_t n = EXEC_STDIN_MAX + 1;
@@ -194,8 +198,8 @@ static void expect_error(const char *method, const char *path, const char *query
 	struct api_response resp = {0};
 	assert_int_equal(begin(method, path, query, &call, &resp), -EINVAL);
 	if (resp.status != status || !strstr(resp.body, code))
-		fail_msg("%s %s?%s: %d %s, want %d %s", method, path, query ? query : "", resp.status,
-			 resp.body, status, code);
+		fail_msg("%s %s?%s: %d %s, want %d %s", method, path, query ? query : "",
+			 resp.status, resp.body, status, code);
 	api_response_release(&resp);
 }
 
@@ -209,22 +213,23 @@ static void test_route_checks(void **state)
 	req.path = "/v1/tasks";
 	assert_false(api_request_is_sandbox(&req));
 
-	assert_int_equal(begin("GET", "/v1/sandboxes/" SBX "/processes/42/output", "follow=1", &call,
-			       &resp), 0);
+	assert_int_equal(
+	    begin("GET", "/v1/sandboxes/" SBX "/processes/42/output", "follow=1", &call, &resp), 0);
 	assert_int_equal(call.route, API_ROUTE_PROCESS_OUTPUT);
 	assert_string_equal(call.id, SBX);
 	assert_int_equal(call.pid, 42);
 	assert_true(call.follow);
 
-	assert_int_equal(begin("GET", "/v1/sandboxes/" SBX "/files", "path=%2Ftmp%2Fa&list=1", &call,
-			       &resp), 0);
+	assert_int_equal(
+	    begin("GET", "/v1/sandboxes/" SBX "/files", "path=%2Ftmp%2Fa&list=1", &call, &resp), 0);
 	assert_string_equal(call.path, "/tmp/a");
 	assert_true(call.list);
 	assert_int_equal(begin("GET", "/v1/sandboxes", "status=ended&limit=3", &call, &resp), 0);
 	assert_string_equal(call.status, "ended");
 	assert_int_equal(call.limit, 3);
 
-	expect_error("GET", "/v1/sandboxes/tsk_8e3x0k0c3y7qk4f4h5vbb2s1mw", NULL, 400, "invalid_id");
+	expect_error("GET", "/v1/sandboxes/tsk_8e3x0k0c3y7qk4f4h5vbb2s1mw", NULL, 400,
+		     "invalid_id");
 	expect_error("GET", "/v1/sandboxes/sbx_x", NULL, 400, "invalid_id");
 	expect_error("GET", "/v1/sandboxes/" SBX "/processes/0/output", NULL, 400, "invalid_id");
 	expect_error("GET", "/v1/sandboxes/" SBX "/processes/-1/output", NULL, 400, "invalid_id");
@@ -237,17 +242,22 @@ static void test_route_checks(void **state)
 	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa%00b", 400, "invalid_field");
 	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa&mode=4755", 400,
 		     "unknown_field");
-	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa&list=2", 400, "invalid_field");
+	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa&list=2", 400,
+		     "invalid_field");
 	expect_error("GET", "/v1/sandboxes", "after=nope", 400, "invalid_field");
 	expect_error("GET", "/v1/sandboxes", "limit=0", 400, "invalid_field");
 
 	/* a raw file body may be larger than a JSON body, a JSON one may not */
 	struct api_ctx ctx = {0};
-	req = (struct api_request){.method = "PUT", .path = "/v1/sandboxes/" SBX "/files",
-				   .query = "path=%2Ftmp%2Fa", .body_len = API_BODY_MAX + 1};
+	req = (struct api_request){.method = "PUT",
+				   .path = "/v1/sandboxes/" SBX "/files",
+				   .query = "path=%2Ftmp%2Fa",
+				   .body_len = API_BODY_MAX + 1};
 	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), 0);
-	req = (struct api_request){.method = "POST", .path = "/v1/sandboxes/" SBX "/exec",
-				   .content_type = "application/json", .body_len = API_BODY_MAX + 1};
+	req = (struct api_request){.method = "POST",
+				   .path = "/v1/sandboxes/" SBX "/exec",
+				   .content_type = "application/json",
+				   .body_len = API_BODY_MAX + 1};
 	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), -EINVAL);
 	assert_int_equal(resp.status, 413);
 	api_response_release(&resp);
@@ -262,8 +272,8 @@ static void test_route_checks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_create_defaults), cmocka_unit_test(test_create_full),
-	    cmocka_unit_test(test_create_errors),   cmocka_unit_test(test_exec),
+	    cmocka_unit_test(test_create_defaults),  cmocka_unit_test(test_create_full),
+	    cmocka_unit_test(test_create_errors),    cmocka_unit_test(test_exec),
 	    cmocka_unit_test(test_timeout_and_kill), cmocka_unit_test(test_route_checks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

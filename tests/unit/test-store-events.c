@@ -185,10 +185,10 @@ static void test_status_event_escapes_error(void **state)
 	assert_string_equal(t.error, why); /* the task keeps the text itself */
 	task_release(&t);
 	struct events *e = events(f, id);
-	assert_string_equal(e->v[1].data,
-			    "{\"status\":\"failed\",\"attempt\":1,\"end\":\"failed\",\"exit_code\":2,"
-			    "\"error\":"
-			    "\"bad \\\"arg\\\"\\n\\tat \\\\ \\u0001 \xc3\xa9 \xef\xbf\xbd\"}");
+	assert_string_equal(
+	    e->v[1].data, "{\"status\":\"failed\",\"attempt\":1,\"end\":\"failed\",\"exit_code\":2,"
+			  "\"error\":"
+			  "\"bad \\\"arg\\\"\\n\\tat \\\\ \\u0001 \xc3\xa9 \xef\xbf\xbd\"}");
 	free(e);
 }
 

@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define S(s)     SANDBOX_STATUS_BIT(s)
+#define S(s)	 SANDBOX_STATUS_BIT(s)
 #define SBX_SPEC "{\"limits\":{\"memory\":268435456,\"cpus\":1},\"env\":{\"A\":\"\xc3\xa9\"}}"
-#define ALL_SBX  ((1u << SANDBOX_STATUS_COUNT) - 1)
+#define ALL_SBX	 ((1u << SANDBOX_STATUS_COUNT) - 1)
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -56,7 +56,7 @@ static bool sbx_exists(struct fx *f, const char *id)
 struct sbx_ids {
 	size_t n;
 	char v[64][SANDBOX_ID_SIZE];
-	int stop_after;         /* > 0: return -EINTR on this call */
+	int stop_after;		/* > 0: return -EINTR on this call */
 	struct store *end_each; /* non-NULL: end each sandbox from inside fn */
 };
 
@@ -126,7 +126,8 @@ static void test_insert_get_round_trip(void **state)
 	assert_null(sb.spec_json); /* release leaves nothing dangling */
 
 	/* pooled, no metadata, no expiry */
-	struct sandbox_record pooled = {.status = SANDBOX_POOLED, .created_at = 7, .spec_json = "{}"};
+	struct sandbox_record pooled = {
+	    .status = SANDBOX_POOLED, .created_at = 7, .spec_json = "{}"};
 	assert_int_equal(sandbox_id_new(pooled.id), 0);
 	OK(store_sandbox_insert(f->st, &pooled, err));
 	sb = sbx_get(f, pooled.id);
@@ -165,8 +166,8 @@ static void test_insert_errors(void **state)
 	FAILS(EINVAL, store_sandbox_insert(f->st, &sb, err));
 	sb.expires_at = 0;
 	/* the spec and the metadata are JSON objects */
-	static char *const not_objects[] = {"", "[]", "{", "\"x\"", "1", "{} {}",
-						  "{\"a\":1,}", "null"};
+	static char *const not_objects[] = {"",	 "[]",	  "{",		"\"x\"",
+					    "1", "{} {}", "{\"a\":1,}", "null"};
 	sb.spec_json = NULL;
 	FAILS(EINVAL, store_sandbox_insert(f->st, &sb, err));
 	for (size_t i = 0; i < sizeof(not_objects) / sizeof(not_objects[0]); i++) {
@@ -196,7 +197,8 @@ static void test_insert_limits(void **state)
 	struct fx *f = *state;
 	char *spec = object_of_size(SANDBOX_SPEC_MAX);
 	char *meta = object_of_size(SANDBOX_METADATA_MAX);
-	struct sandbox_record sb = {.status = SANDBOX_POOLED, .spec_json = spec, .metadata_json = meta};
+	struct sandbox_record sb = {
+	    .status = SANDBOX_POOLED, .spec_json = spec, .metadata_json = meta};
 	/* one byte past either limit */
 	char *big_spec = object_of_size(SANDBOX_SPEC_MAX + 1);
 	char *big_meta = object_of_size(SANDBOX_METADATA_MAX + 1);
@@ -458,10 +460,10 @@ static void test_pause_resume(void **state)
 	static const struct {
 		enum sandbox_status from, to;
 	} bad[] = {
-	    {SANDBOX_POOLED, SANDBOX_RUNNING},  {SANDBOX_RUNNING, SANDBOX_ENDED},
-	    {SANDBOX_PAUSED, SANDBOX_ENDED},    {SANDBOX_RUNNING, SANDBOX_RUNNING},
-	    {SANDBOX_PAUSED, SANDBOX_PAUSED},   {SANDBOX_ENDED, SANDBOX_RUNNING},
-	    {SANDBOX_RUNNING, SANDBOX_POOLED},  {SANDBOX_RUNNING, SANDBOX_STATUS_COUNT},
+	    {SANDBOX_POOLED, SANDBOX_RUNNING},	     {SANDBOX_RUNNING, SANDBOX_ENDED},
+	    {SANDBOX_PAUSED, SANDBOX_ENDED},	     {SANDBOX_RUNNING, SANDBOX_RUNNING},
+	    {SANDBOX_PAUSED, SANDBOX_PAUSED},	     {SANDBOX_ENDED, SANDBOX_RUNNING},
+	    {SANDBOX_RUNNING, SANDBOX_POOLED},	     {SANDBOX_RUNNING, SANDBOX_STATUS_COUNT},
 	    {SANDBOX_STATUS_COUNT, SANDBOX_RUNNING},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -607,7 +609,8 @@ static void test_delete(void **state)
 	assert_int_equal(all.n, 1);
 	assert_string_equal(all.v[0], r);
 	/* its id is free again, spec and all */
-	struct sandbox_record sb = {.status = SANDBOX_POOLED, .created_at = 60, .spec_json = "{\"b\":2}"};
+	struct sandbox_record sb = {
+	    .status = SANDBOX_POOLED, .created_at = 60, .spec_json = "{\"b\":2}"};
 	memcpy(sb.id, p, SANDBOX_ID_SIZE);
 	OK(store_sandbox_insert(f->st, &sb, err));
 	struct sandbox_record got = sbx_get(f, p);
@@ -664,12 +667,11 @@ static char *sbx_dump(struct fx *f)
 	assert_non_null(buf);
 	for (size_t i = 0; i < all.n; i++) {
 		struct sandbox_record sb = sbx_get(f, all.v[i]);
-		len += (size_t)snprintf(buf + len, size - len, "%s %d %lld %lld %lld %s %s %s %s\n",
-					sb.id, sb.status, (long long)sb.created_at,
-					(long long)sb.expires_at, (long long)sb.ended_at,
-					sb.end_reason ? sb.end_reason : "-",
-					sb.end_detail ? sb.end_detail : "-", sb.spec_json,
-					sb.metadata_json);
+		len += (size_t)snprintf(
+		    buf + len, size - len, "%s %d %lld %lld %lld %s %s %s %s\n", sb.id, sb.status,
+		    (long long)sb.created_at, (long long)sb.expires_at, (long long)sb.ended_at,
+		    sb.end_reason ? sb.end_reason : "-", sb.end_detail ? sb.end_detail : "-",
+		    sb.spec_json, sb.metadata_json);
 		sandbox_record_release(&sb);
 		assert_true(len < size - 1);
 	}

@@ -185,8 +185,8 @@ static void test_version_1_database_migrates(void **state)
 	assert_int_equal(store_progress_append(st, id, 1, "{\"pct\":6}", 13, &seq, &err), 0);
 	assert_int_equal(seq, 3);
 	enum task_status end = TASK_STATUS_COUNT;
-	assert_int_equal(
-	    store_task_end_attempt(st, id, 1, TASK_SUCCEEDED, 0, NULL, 14, &end, &err), 0);
+	assert_int_equal(store_task_end_attempt(st, id, 1, TASK_SUCCEEDED, 0, NULL, 14, &end, &err),
+			 0);
 	assert_int_equal(end, TASK_SUCCEEDED);
 	/* and sandboxes work */
 	struct sandbox_record sb = {.status = SANDBOX_POOLED, .created_at = 20, .spec_json = "{}"};
