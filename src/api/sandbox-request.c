@@ -10,7 +10,7 @@
 #include "api/json-util.h"
 #include "api/task-request-internal.h"
 #include "base/cleanup.h"
-#include "runtime/spec.h"
+#include "core/limits.h"
 
 #include <errno.h>
 #include <stdlib.h>

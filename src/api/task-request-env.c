@@ -3,7 +3,7 @@
  * files. Part of task-request.c's validation (see task-request.h).
  */
 #include "api/task-request-internal.h"
-#include "runtime/spec.h"
+#include "core/limits.h"
 
 #include <errno.h>
 #include <stdlib.h>

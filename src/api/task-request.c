@@ -8,7 +8,7 @@
 #include "api/task-request-internal.h"
 #include "api/json-util.h"
 #include "base/cleanup.h"
-#include "runtime/spec.h"
+#include "core/limits.h"
 
 #include <errno.h>
 #include <math.h>

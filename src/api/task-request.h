@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Named limits of a request (with the SPEC_* limits of runtime/spec.h). */
+/* Named limits of a request (with the SPEC_* limits of core/limits.h). */
 #define TASK_REQUEST_DEPTH_MAX	     64		       /* nesting of the whole body */
 #define TASK_REQUEST_ARG_MAX	     (64 * 1024)       /* bytes of one command item */
 #define TASK_REQUEST_ARGV_BYTES_MAX  (1024 * 1024)     /* bytes of all command items */

@@ -7,7 +7,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
-#include "runtime/spec.h"
+#include "core/limits.h"
 #include "shim/client.h"
 
 #include <errno.h>

@@ -24,36 +24,11 @@
 #define AGENTBOX_RUNTIME_SPEC_H
 
 #include "base/error.h"
+#include "core/limits.h" /* SPEC_*: the limits and defaults of every spec */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Named limits on everything a caller controls. */
-#define SPEC_MEMORY_MIN	     (4ULL << 20) /* 4 MiB: less cannot start a shell */
-#define SPEC_MEMORY_MAX	     (1ULL << 40) /* 1 TiB */
-#define SPEC_CPU_MILLI_MIN   10ULL	  /* 0.01 CPU */
-#define SPEC_CPU_MILLI_MAX   1024000ULL	  /* 1024 CPUs */
-#define SPEC_PIDS_MAX	     1000000ULL
-#define SPEC_DISK_MIN	     (1ULL << 20) /* 1 MiB */
-#define SPEC_DISK_MAX	     (1ULL << 40)
-#define SPEC_TIMEOUT_MAX_MS  (30ULL * 86400 * 1000) /* 30 days */
-#define SPEC_ARGV_MAX	     4096		    /* arguments in the command */
-#define SPEC_ENV_MAX	     256		    /* --env entries */
-#define SPEC_VOLUMES_MAX     32
-#define SPEC_PATH_MAX	     1024	  /* bytes in any path we are given */
-#define SPEC_ENV_ENTRY_MAX   (32 * 1024)  /* bytes in one KEY=VALUE */
-#define SPEC_FILES_MAX	     64		  /* files placed in the sandbox at start */
-#define SPEC_FILES_BYTES_MAX (4ULL << 20) /* their total size */
-
-/* The defaults of `agentbox run`. */
-#define SPEC_DEFAULT_MEMORY    (512ULL << 20)
-#define SPEC_DEFAULT_CPU_MILLI 1000ULL
-#define SPEC_DEFAULT_PIDS      256ULL
-#define SPEC_DEFAULT_DISK      (1ULL << 30)
-#define SPEC_DEFAULT_WORKDIR   "/workspace"
-#define SPEC_DEFAULT_PATH      "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin"
-#define SPEC_DEFAULT_LANG      "C.UTF-8"
 
 /* The identity the command runs as, inside the sandbox's user namespace. */
 #define SANDBOX_UID	 1000

@@ -1,0 +1,68 @@
+/* layout.c - the state directory's paths (layout.h). */
+#include "core/layout.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+__attribute__((format(printf, 3, 4))) static int path(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int layout_state_file(char *buf, size_t size, const char *state_dir, const char *name)
+{
+	return path(buf, size, "%s/%s", state_dir, name);
+}
+
+int layout_task_dir(char *buf, size_t size, const char *state_dir, const char *id)
+{
+	return path(buf, size, "%s/" LAYOUT_TASKS "/%s", state_dir, id);
+}
+
+int layout_attempt_name(char *buf, size_t size, uint32_t attempt)
+{
+	return path(buf, size, LAYOUT_ATTEMPT_PREFIX "%" PRIu32, attempt);
+}
+
+int layout_attempt_dir(char *buf, size_t size, const char *state_dir, const char *id,
+		       uint32_t attempt)
+{
+	return path(buf, size, "%s/" LAYOUT_TASKS "/%s/" LAYOUT_ATTEMPT_PREFIX "%" PRIu32,
+		    state_dir, id, attempt);
+}
+
+int layout_attempt_file(char *buf, size_t size, const char *state_dir, const char *id,
+			uint32_t attempt, const char *name)
+{
+	return path(buf, size, "%s/" LAYOUT_TASKS "/%s/" LAYOUT_ATTEMPT_PREFIX "%" PRIu32 "/%s",
+		    state_dir, id, attempt, name);
+}
+
+int layout_sandbox_dir(char *buf, size_t size, const char *state_dir, const char *id)
+{
+	return path(buf, size, "%s/" LAYOUT_SANDBOXES "/%s", state_dir, id);
+}
+
+int layout_sandbox_file(char *buf, size_t size, const char *state_dir, const char *id,
+			const char *name)
+{
+	return path(buf, size, "%s/" LAYOUT_SANDBOXES "/%s/%s", state_dir, id, name);
+}
+
+int layout_proc_name(char *buf, size_t size, long pid, const char *ext)
+{
+	return path(buf, size, LAYOUT_PROCS "/%ld.%s", pid, ext);
+}
+
+int layout_proc_file(char *buf, size_t size, const char *state_dir, const char *id, long pid,
+		     const char *ext)
+{
+	return path(buf, size, "%s/" LAYOUT_SANDBOXES "/%s/" LAYOUT_PROCS "/%ld.%s", state_dir, id,
+		    pid, ext);
+}

@@ -1,0 +1,102 @@
+/*
+ * layout.h - the one description of the state directory's layout. Every
+ * path agentbox keeps under its state directory is built here, so the
+ * writers (the scheduler, the supervisor, the fleet, the shim) and the
+ * readers (the API, the streams) cannot drift apart: a reader that looked
+ * in another place than its writer wrote to would silently lose what was
+ * made durable.
+ *
+ *   <state>/agentbox.db                     the SQLite store (store.h)
+ *   <state>/daemon.lock, token              the daemon's lock; the TCP token
+ *   <state>/tasks/<task id>/                one durable task
+ *       state/                              its /state checkpoint, kept
+ *                                           from one attempt to the next
+ *       attempt-<N>/                        attempt N (supervisor/attempt.h):
+ *           attempt.json                    what to run (the scheduler)
+ *           lock, supervisor                the supervisor's lock and pid file
+ *           events, events.len              accepted progress lines; durable length
+ *           output, output.len              stdout+stderr; durable length
+ *           result.json                     how it ended; present = ended
+ *   <state>/sandboxes/<sandbox id>/         one interactive sandbox
+ *       sandbox.json, env.json              its spec; its exec environment
+ *       lock, shim, shim.sock               the shim's lock, pid file, socket
+ *       end.json                            how it ended (the shim)
+ *       procs/<pid>.out, .err, .json        a command's output and exit record
+ *
+ * Every function writes a NUL-terminated path into buf[0..size) and
+ * returns 0, or -ENAMETOOLONG when it does not fit (buf then holds a
+ * truncated path that must not be used). ids are checked before they get
+ * here (core/id.h): they never hold '/'.
+ */
+#ifndef AGENTBOX_CORE_LAYOUT_H
+#define AGENTBOX_CORE_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Names directly under the state directory. */
+#define LAYOUT_DB	   "agentbox.db"
+#define LAYOUT_DAEMON_LOCK "daemon.lock"
+#define LAYOUT_TOKEN	   "token"
+#define LAYOUT_TASKS	   "tasks"
+#define LAYOUT_SANDBOXES   "sandboxes"
+
+/* Names in a task's directory. */
+#define LAYOUT_TASK_STATE     "state"
+#define LAYOUT_ATTEMPT_PREFIX "attempt-"
+
+/* Names in an attempt's directory. */
+#define LAYOUT_ATTEMPT_JSON   "attempt.json"
+#define LAYOUT_LOCK	      "lock"
+#define LAYOUT_SUPERVISOR_PID "supervisor"
+#define LAYOUT_EVENTS	      "events"
+#define LAYOUT_EVENTS_LEN     "events.len"
+#define LAYOUT_OUTPUT	      "output"
+#define LAYOUT_OUTPUT_LEN     "output.len"
+#define LAYOUT_RESULT	      "result.json"
+
+/* Names in a sandbox's directory (and LAYOUT_LOCK). */
+#define LAYOUT_SANDBOX_JSON "sandbox.json"
+#define LAYOUT_ENV_JSON	    "env.json"
+#define LAYOUT_SHIM_PID	    "shim"
+#define LAYOUT_SHIM_SOCK    "shim.sock"
+#define LAYOUT_END_JSON	    "end.json"
+#define LAYOUT_PROCS	    "procs"
+
+/* The files of one command in procs/: <pid>.<ext>. */
+#define LAYOUT_PROC_OUT	 "out"
+#define LAYOUT_PROC_ERR	 "err"
+#define LAYOUT_PROC_EXIT "json"
+
+/* <state>/<name>: a file directly under the state directory. */
+int layout_state_file(char *buf, size_t size, const char *state_dir, const char *name);
+
+/* <state>/tasks/<id> */
+int layout_task_dir(char *buf, size_t size, const char *state_dir, const char *id);
+
+/* "attempt-<N>": an attempt's directory, relative to its task's. */
+int layout_attempt_name(char *buf, size_t size, uint32_t attempt);
+
+/* <state>/tasks/<id>/attempt-<N> */
+int layout_attempt_dir(char *buf, size_t size, const char *state_dir, const char *id,
+		       uint32_t attempt);
+
+/* <state>/tasks/<id>/attempt-<N>/<name>, name one of the attempt names above. */
+int layout_attempt_file(char *buf, size_t size, const char *state_dir, const char *id,
+			uint32_t attempt, const char *name);
+
+/* <state>/sandboxes/<id> */
+int layout_sandbox_dir(char *buf, size_t size, const char *state_dir, const char *id);
+
+/* <state>/sandboxes/<id>/<name>, name one of the sandbox names above. */
+int layout_sandbox_file(char *buf, size_t size, const char *state_dir, const char *id,
+			const char *name);
+
+/* "procs/<pid>.<ext>": a command's file, relative to its sandbox's directory. */
+int layout_proc_name(char *buf, size_t size, long pid, const char *ext);
+
+/* <state>/sandboxes/<id>/procs/<pid>.<ext>, ext one of LAYOUT_PROC_*. */
+int layout_proc_file(char *buf, size_t size, const char *state_dir, const char *id, long pid,
+		     const char *ext);
+
+#endif
