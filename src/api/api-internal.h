@@ -14,6 +14,9 @@
 #include "api/api.h"
 #include "api/errors.h"
 #include "api/json-util.h"
+#include "api/sandbox-request.h"
+#include "base/cleanup.h"
+#include "base/fileio.h"
 
 #define API_JSON "application/json"
 #define API_TEXT "text/plain; charset=utf-8"
@@ -61,6 +64,7 @@ struct api_call {
 	struct api_error *err;
 };
 
+/* The handlers of the route table (router.c): one per route. */
 int api_healthz(struct api_call *c);
 int api_tasks_list(struct api_call *c);
 int api_tasks_create(struct api_call *c);
@@ -68,9 +72,30 @@ int api_task_get(struct api_call *c);
 int api_task_cancel(struct api_call *c);
 int api_task_events(struct api_call *c);
 int api_task_logs(struct api_call *c);
+int api_sandboxes_list(struct api_call *c); /* sandboxes.c */
+int api_sandboxes_create(struct api_call *c);
+int api_sandbox_get(struct api_call *c);
+int api_sandbox_delete(struct api_call *c);
+int api_sandbox_timeout(struct api_call *c);
+int api_sandbox_pause(struct api_call *c); /* and resume */
+int api_sandbox_exec(struct api_call *c);  /* sandbox-exec.c */
+int api_sandbox_processes(struct api_call *c);
+int api_process_output(struct api_call *c);
+int api_process_kill(struct api_call *c);
+int api_files_get(struct api_call *c); /* sandbox-files.c */
+int api_files_put(struct api_call *c); /* never: api_upload_begin() serves it */
+int api_files_delete(struct api_call *c);
 
 /* Every check before a handler runs; fills c->id, c->pid and *q (router.c). */
 int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q);
+
+/*
+ * Run handler (with data) as api_handle() runs a route's: every check of
+ * api_prepare() first; *ret always filled (status 0 when the handler
+ * answered nothing). 0 or -ENOMEM.
+ */
+int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret,
+	    int (*handler)(struct api_call *c, void *data), void *data);
 
 /* Turn r (< 0) and e into an error response in ret. 0 or -ENOMEM. */
 int api_fail(int r, struct api_error *e, struct api_response *ret);
@@ -83,6 +108,50 @@ int api_respond(struct api_call *c, int status, const char *content_type, struct
 
 /* A failed store call r (with se) as an API error: -ENOENT is not_found. */
 int api_store_error(struct api_call *c, int r, const struct error *se);
+
+/* A query flag: absent, 0, false (false) or 1, true (true); else invalid_field. */
+int api_query_flag(const struct api_query *q, const char *name, bool *ret, struct api_error *e);
+
+/* ---- interactive sandboxes (sandboxes.c) -------------------------------- */
+
+/* The fleet's operations, or NULL with an internal error set in c->err. */
+const struct fleet_ops *api_fleet(struct api_call *c);
+
+/*
+ * A fleet result code r (fleet/fleet.h) as an API error in c->err: not
+ * found, ended, paused, could not be built; a shim's refusal by its
+ * errno as api_shim_error() says for `what` ("sandbox", "exec",
+ * "process", "file"); anything else internal. Returns what api_error_*
+ * return (or -ENOMEM).
+ */
+int api_fleet_error(struct api_call *c, int r, const struct error *err, const char *what);
+
+/* The API error a shim's errno means for `what` (see api_fleet_error()). */
+int api_shim_error(struct api_error *e, int errnum, const char *message, const char *what);
+
+/* Sandbox c->id is live (need_running: and not paused), or an error is set. */
+int api_sandbox_live(struct api_call *c, const struct fleet_ops *ops, bool need_running);
+
+/* Answer status with v (taken; NULL = out of memory: -ENOMEM). */
+int api_respond_json(struct api_call *c, int status, json_t *v);
+
+/* ---- responses (sandboxes.c, errors.c) ---------------------------------- */
+
+/* Replace ret's body with the error response of e. 0 or -ENOMEM. */
+int api_error_respond(const struct api_error *e, struct api_response *ret);
+
+/* An error response in the one shape (errors.h). 0 or -ENOMEM. */
+int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A moment as the API shows it: "2024-05-01T12:00:00.123Z", or null for 0. */
+json_t *api_time_json(int64_t ms);
+
+/* The sandbox object of the API (docs/api.md), malloc'd; NULL = out of memory. */
+char *api_sandbox_json(const struct sandbox_record *s);
+
+/* A JSON response: takes text (malloc'd; NULL = out of memory: 500). */
+void api_json_response(struct api_response *ret, int status, char *text);
 
 /* ---- rendering (render.c) --------------------------------------------- */
 

@@ -8,16 +8,29 @@
  * codes, JSON) lives here, so it is tested without a socket
  * (tests/unit/test-api.c) and documented in docs/api.md.
  *
- * Streams are the server's: api_request_wants_stream() says which
- * requests want one (GET /v1/tasks/{id}/logs?follow=1, and GET
- * /v1/tasks/{id}/events with Accept: text/event-stream), and
- * api_stream_begin() runs every check api_handle() would before a stream
- * starts. Anything else goes to api_handle(), which answers in one piece.
+ * Every route, tasks and interactive sandboxes alike, goes through the
+ * one route table and api_handle(): auth, routing, the shared checks and
+ * the handler. The handlers' dependencies are injected: the store, and
+ * the fleet of interactive sandboxes as a table of operations
+ * (fleet/fleet.h's struct fleet_ops), so every handler is tested without
+ * a socket and without a sandbox (tests/unit/test-api*.c).
+ *
+ * Three answers cannot be a body in one piece, because they last or are
+ * large; the handler then checks everything and describes the answer,
+ * and the server (libmicrohttpd) serves it (struct api_response.kind):
+ *   - a task's logs as they grow and its events as Server-Sent Events
+ *     (GET .../logs?follow=1, GET .../events with Accept: text/event-stream);
+ *   - a process's output as Server-Sent Events (exec with Accept:
+ *     text/event-stream, GET .../processes/{pid}/output?follow=1);
+ *   - a file from the sandbox (GET .../files), sent from an fd.
+ * And one request body cannot be held in memory: PUT .../files streams
+ * into the sandbox through api_upload_begin/write/end(), whose begin runs
+ * the same table and checks before the body is read.
  *
  * Ownership: the request's strings belong to the caller and are only
- * read during the call. The response's body is owned by the response;
- * api_response_release() frees it. The context's store is used from the
- * calling thread only (a store is not thread-safe).
+ * read during the call. The response owns its body and its fd;
+ * api_response_release() frees and closes them. The context's store is
+ * used from the calling thread only (a store is not thread-safe).
  */
 #ifndef AGENTBOX_API_API_H
 #define AGENTBOX_API_API_H
@@ -25,6 +38,7 @@
 #include "api/errors.h"
 #include "core/sandbox.h"
 #include "core/task.h"
+#include "fleet/fleet.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -55,40 +69,7 @@ struct api_request {
 	const char *accept;	   /* the Accept header, or NULL */
 };
 
-struct api_response {
-	int status;		  /* 200, 201, 4xx, 5xx */
-	const char *content_type; /* a static string */
-	char *body;		  /* owned; NUL-terminated; body_len bytes */
-	size_t body_len;
-	char allow[64];		   /* 405: the Allow header to send; else "" */
-	char www_authenticate[16]; /* 401: the WWW-Authenticate header; else "" */
-	char log[ERROR_MSG_MAX];   /* 5xx: why, for the server's log (never sent); else "" */
-};
-
-/* Free the body; the response can be reused. */
-void api_response_release(struct api_response *r);
-
-struct api_ctx {
-	struct store *store;
-	const char *state_dir;	 /* holds tasks/<id>/attempt-<N>/output */
-	const char *token;	 /* NULL: no auth (unix socket); else Bearer token required */
-	int64_t (*now_ms)(void); /* wall clock in ms; NULL = CLOCK_REALTIME */
-	/* Called after a task was stored as queued (wake the scheduler). */
-	void (*task_submitted)(void *data);
-	/* Called when a running task was asked to cancel (the scheduler kills it). */
-	void (*task_cancel_requested)(const char *id, void *data);
-	void *hook_data;
-};
-
-/*
- * Answer one request. *ret is always filled, errors included, and must be
- * released. Returns 0, or -ENOMEM when not even an error response could
- * be built (then *ret has status 500 and no body).
- */
-int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret);
-
-/* ---- routes ------------------------------------------------------------ */
-
+/* The routes, in the order of the route table (api_routes()). */
 enum api_route_id {
 	API_ROUTE_HEALTHZ = 0,
 	API_ROUTE_TASKS_LIST,
@@ -97,7 +78,7 @@ enum api_route_id {
 	API_ROUTE_TASK_CANCEL,
 	API_ROUTE_TASK_EVENTS,
 	API_ROUTE_TASK_LOGS,
-	/* interactive sandboxes: served by the daemon (api_sandbox_begin()) */
+	/* interactive sandboxes (sandboxes.c, sandbox-exec.c, sandbox-files.c) */
 	API_ROUTE_SANDBOXES_LIST,
 	API_ROUTE_SANDBOXES_CREATE,
 	API_ROUTE_SANDBOX_GET,
@@ -117,7 +98,74 @@ enum api_route_id {
 
 #define API_ROUTE_IS_SANDBOX(id) ((id) >= API_ROUTE_SANDBOXES_LIST && (id) < API_ROUTE_COUNT)
 
-#define API_ROUTE_PUBLIC 0x1u /* no auth even when a token is set */
+/* What a response carries: a body, or what the server must serve (see top). */
+enum api_response_kind {
+	API_RESPONSE_BODY = 0,	     /* body, body_len */
+	API_RESPONSE_FILE,	     /* fd: size bytes of a regular file from offset 0 */
+	API_RESPONSE_TASK_STREAM,    /* task: a task's logs or events as they come */
+	API_RESPONSE_PROCESS_STREAM, /* process: a process's output and exit as SSE */
+};
+
+/* A task's stream: which one, and from where. */
+struct api_stream {
+	enum api_route_id route; /* API_ROUTE_TASK_LOGS or API_ROUTE_TASK_EVENTS */
+	char id[TASK_ID_SIZE];	 /* the task, known to exist */
+	int64_t after_seq;	 /* events: the after= parameter, default 0 */
+};
+
+/* A process's output stream: fd is the shim's connection reporting it. */
+struct api_process_stream {
+	char id[SANDBOX_ID_SIZE]; /* the sandbox */
+	long pid;
+};
+
+struct api_response {
+	int status;		  /* 200, 201, 4xx, 5xx */
+	const char *content_type; /* a static string */
+	char *body;		  /* owned; NUL-terminated; body_len bytes */
+	size_t body_len;
+	char allow[64];		   /* 405: the Allow header to send; else "" */
+	char www_authenticate[16]; /* 401: the WWW-Authenticate header; else "" */
+	char log[ERROR_MSG_MAX];   /* 5xx: why, for the server's log (never sent); else "" */
+	enum api_response_kind kind;
+	int fd;			/* FILE, PROCESS_STREAM: owned (api_response_take_fd()) */
+	uint64_t size;		/* FILE */
+	struct api_stream task; /* TASK_STREAM */
+	struct api_process_stream process; /* PROCESS_STREAM */
+};
+
+/* Free the body, close the fd; the response can be reused. */
+void api_response_release(struct api_response *r);
+
+/* The response's fd, now the caller's (-1 when it has none). */
+int api_response_take_fd(struct api_response *r);
+
+struct api_ctx {
+	struct store *store;
+	const char *state_dir;	 /* holds tasks/<id>/attempt-<N>/output */
+	const char *token;	 /* NULL: no auth (unix socket); else Bearer token required */
+	int64_t (*now_ms)(void); /* wall clock in ms; NULL = CLOCK_REALTIME */
+	/* The interactive sandboxes: NULL ops = none (their routes answer 500). */
+	const struct fleet_ops *fleet_ops;
+	struct fleet *fleet;
+	/* Called after a task was stored as queued (wake the scheduler). */
+	void (*task_submitted)(void *data);
+	/* Called when a running task was asked to cancel (the scheduler kills it). */
+	void (*task_cancel_requested)(const char *id, void *data);
+	void *hook_data;
+};
+
+/*
+ * Answer one request. *ret is always filled, errors included, and must be
+ * released. Returns 0, or -ENOMEM when not even an error response could
+ * be built (then *ret has status 500 and no body).
+ */
+int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret);
+
+/* ---- routes ------------------------------------------------------------ */
+
+#define API_ROUTE_PUBLIC   0x1u /* no auth even when a token is set */
+#define API_ROUTE_RAW_BODY 0x2u /* a raw body of up to API_FILE_MAX, streamed (api_upload_*) */
 
 struct api_route {
 	enum api_route_id id;
@@ -144,12 +192,6 @@ void api_route_match(const char *method, const char *path, struct api_match *ret
 
 /* Does this request want a stream the server serves itself (see top)? */
 bool api_request_wants_stream(const struct api_request *req);
-
-struct api_stream {
-	enum api_route_id route; /* API_ROUTE_TASK_LOGS or API_ROUTE_TASK_EVENTS */
-	char id[TASK_ID_SIZE];	 /* the task, known to exist */
-	int64_t after_seq;	 /* events: the after= parameter, default 0 */
-};
 
 /*
  * Before serving a stream: auth, route, id, query and the task's
@@ -180,46 +222,41 @@ int api_output_path(const char *state_dir, const char *id, uint32_t attempt, con
 /* A file body (PUT .../files) may be this large; more is 413 file_too_large. */
 #define API_FILE_MAX (64u << 20)
 
-/* A sandbox route's request, checked: what the daemon's handler needs. */
-struct api_sandbox_call {
-	enum api_route_id route;
-	char id[TASK_ID_SIZE];	  /* the sandbox; "" for the collection routes */
-	long pid;		  /* processes/{pid}; -1 elsewhere */
-	char path[1025];	  /* files: the path= parameter, checked; else "" */
-	bool list;		  /* files: list=1 */
-	bool follow;		  /* output: follow=1; exec: Accept: text/event-stream */
-	char status[128];	  /* list: status= as given (the daemon parses it), or "" */
-	int64_t limit;		  /* list: limit= */
-	char after[TASK_ID_SIZE]; /* list: after=, or "" */
-	int64_t now;
-};
+/* An upload in progress (PUT .../files): the body goes into the sandbox. */
+struct api_upload;
 
-/* Is this request for a sandbox route (whatever its errors)? */
-bool api_request_is_sandbox(const struct api_request *req);
+/* Does this request's route take a raw body, streamed (api_upload_begin())? */
+bool api_request_takes_raw_body(const struct api_request *req);
 
 /*
- * Every check api_handle() makes (auth, route, body size, content type,
- * {id}, query), for a sandbox route, and the route's query parsed into
- * *ret. 0, or -EINVAL with *ret_error the error response (release it),
- * or -ENOMEM.
+ * Before the body of a raw-body request: every check api_handle() makes
+ * (auth, route, {id}, query), the sandbox's state, and the temporary file
+ * the sandbox opens for it. Always returns an upload (NULL only when out
+ * of memory); one that failed keeps its error response and discards the
+ * body. It keeps ctx's fleet, not its store: the store is used only here.
  */
-int api_sandbox_begin(struct api_ctx *ctx, const struct api_request *req,
-		      struct api_sandbox_call *ret, struct api_response *ret_error);
+struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_request *req);
 
-/* Replace ret's body with the error response of e. 0 or -ENOMEM. */
-int api_error_respond(const struct api_error *e, struct api_response *ret);
+/*
+ * A chunk of the body. An upload refused before or during the body reads
+ * the rest and drops it, to answer once it is all in (clients send the
+ * whole body before they read); false once that passes twice API_FILE_MAX:
+ * then the connection is to be dropped.
+ */
+bool api_upload_write(struct api_upload *u, const char *data, size_t len);
 
-/* An error response in the one shape (errors.h). 0 or -ENOMEM. */
-int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
-		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The body is complete: rename (or remove) the file; *ret is the answer (release it). */
+void api_upload_end(struct api_upload *u, struct api_response *ret);
 
-/* A moment as the API shows it: "2024-05-01T12:00:00.123Z", or null for 0. */
-json_t *api_time_json(int64_t ms);
+/* Free (a temporary file left in the sandbox is removed). NULL is fine. */
+void api_upload_free(struct api_upload *u);
 
-/* The sandbox object of the API (docs/api.md), malloc'd; NULL = out of memory. */
-char *api_sandbox_json(const struct sandbox_record *s);
-
-/* A JSON response: takes text (malloc'd; NULL = out of memory: 500). */
-void api_json_response(struct api_response *ret, int status, char *text);
+/*
+ * The exit object of the API for process pid from the shim's exit record
+ * (fleet_exit_record()): pid, exit_code, signal, oom_killed, timed_out,
+ * duration_ms, truncated. For the server's process streams. NULL when
+ * out of memory.
+ */
+json_t *api_exit_json(long pid, json_t *exit);
 
 #endif

@@ -14,6 +14,7 @@
 #include "api/api-internal.h"
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "core/layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,8 +27,7 @@
 int api_output_path(const char *state_dir, const char *id, uint32_t attempt, const char *name,
 		    char *buf, size_t size)
 {
-	int n = snprintf(buf, size, "%s/tasks/%s/attempt-%u/%s", state_dir, id, attempt, name);
-	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+	return layout_attempt_file(buf, size, state_dir, id, attempt, name);
 }
 
 /* One piece of the response: text, or bytes [off, off+len) of fd. */
@@ -41,11 +41,12 @@ struct seg {
 static int open_output(int taskfd, uint32_t n, uint64_t *ret_len)
 {
 	char name[32];
-	snprintf(name, sizeof(name), "attempt-%u", n);
+	if (layout_attempt_name(name, sizeof(name), n) < 0)
+		return -1;
 	_cleanup_close_ int dirfd = openat(taskfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -1;
-	int fd = openat(dirfd, "output", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	int fd = openat(dirfd, LAYOUT_OUTPUT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		if (fd >= 0)
@@ -53,7 +54,7 @@ static int open_output(int taskfd, uint32_t n, uint64_t *ret_len)
 		return -1;
 	}
 	uint64_t len = (uint64_t)st.st_size, recorded;
-	if (read_u64_at(dirfd, "output.len", &recorded) == 0 && recorded < len)
+	if (read_u64_at(dirfd, LAYOUT_OUTPUT_LEN, &recorded) == 0 && recorded < len)
 		len = recorded;
 	*ret_len = len;
 	return fd;
@@ -132,7 +133,8 @@ int api_task_logs(struct api_call *c)
 		attempts = TASK_MAX_ATTEMPTS_MAX;
 
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/tasks/%s", c->ctx->state_dir, c->id);
+	if (layout_task_dir(path, sizeof(path), c->ctx->state_dir, c->id) < 0)
+		return api_error_internal(c->err, ENAMETOOLONG, "logs: the state directory's path");
 	_cleanup_close_ int taskfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct seg segs[3 * TASK_MAX_ATTEMPTS_MAX];
 	size_t n = 0;

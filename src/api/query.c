@@ -132,3 +132,18 @@ int api_query_int(const struct api_query *q, const char *name, int64_t min, int6
 	*ret = (int64_t)v;
 	return 0;
 }
+
+int api_query_flag(const struct api_query *q, const char *name, bool *ret, struct api_error *e)
+{
+	const char *v = api_query_get(q, name);
+	if (!v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0) {
+		*ret = false;
+		return 0;
+	}
+	if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0) {
+		*ret = true;
+		return 0;
+	}
+	return api_error_set(e, API_ERR_INVALID_FIELD, name, "%s must be 0, 1, true or false",
+			     name);
+}

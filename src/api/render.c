@@ -6,6 +6,7 @@
  * the store validated it, and a number keeps every digit it had.
  */
 #include "api/api-internal.h"
+#include "core/layout.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -59,9 +60,10 @@ static void render_rejected(struct jbuf *b, const char *state_dir, const struct 
 	json_int_t malformed = 0, oversized = 0, dropped = 0;
 	for (uint32_t a = 1; a <= t->attempt; a++) {
 		char path[4400];
-		snprintf(path, sizeof(path), "%s/tasks/%s/attempt-%u/result.json", state_dir, t->id,
-			 a);
-		json_t *r = json_load_file(path, 0, NULL);
+		json_t *r =
+		    layout_attempt_file(path, sizeof(path), state_dir, t->id, a, LAYOUT_RESULT) == 0
+			? json_load_file(path, 0, NULL)
+			: NULL;
 		malformed += json_integer_value(json_object_get(r, "malformed_progress"));
 		oversized += json_integer_value(json_object_get(r, "oversized_progress"));
 		dropped += json_integer_value(json_object_get(r, "dropped_progress"));

@@ -20,8 +20,6 @@
 
 /* Takes a JSON body: 415 unless its Content-Type is application/json. */
 #define ROUTE_JSON_BODY 0x100u
-/* Takes a raw body of up to API_FILE_MAX, streamed by the server. */
-#define ROUTE_RAW_BODY 0x200u
 
 static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_HEALTHZ, "GET", "/healthz", API_ROUTE_PUBLIC},
@@ -43,15 +41,32 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_PROCESS_OUTPUT, "GET", "/v1/sandboxes/{id}/processes/{pid}/output", 0},
     {API_ROUTE_PROCESS_KILL, "POST", "/v1/sandboxes/{id}/processes/{pid}/kill", 0},
     {API_ROUTE_FILES_GET, "GET", "/v1/sandboxes/{id}/files", 0},
-    {API_ROUTE_FILES_PUT, "PUT", "/v1/sandboxes/{id}/files", ROUTE_RAW_BODY},
+    {API_ROUTE_FILES_PUT, "PUT", "/v1/sandboxes/{id}/files", API_ROUTE_RAW_BODY},
     {API_ROUTE_FILES_DELETE, "DELETE", "/v1/sandboxes/{id}/files", 0},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
-    [API_ROUTE_HEALTHZ] = api_healthz,		 [API_ROUTE_TASKS_LIST] = api_tasks_list,
-    [API_ROUTE_TASKS_CREATE] = api_tasks_create, [API_ROUTE_TASK_GET] = api_task_get,
-    [API_ROUTE_TASK_CANCEL] = api_task_cancel,	 [API_ROUTE_TASK_EVENTS] = api_task_events,
+    [API_ROUTE_HEALTHZ] = api_healthz,
+    [API_ROUTE_TASKS_LIST] = api_tasks_list,
+    [API_ROUTE_TASKS_CREATE] = api_tasks_create,
+    [API_ROUTE_TASK_GET] = api_task_get,
+    [API_ROUTE_TASK_CANCEL] = api_task_cancel,
+    [API_ROUTE_TASK_EVENTS] = api_task_events,
     [API_ROUTE_TASK_LOGS] = api_task_logs,
+    [API_ROUTE_SANDBOXES_LIST] = api_sandboxes_list,
+    [API_ROUTE_SANDBOXES_CREATE] = api_sandboxes_create,
+    [API_ROUTE_SANDBOX_GET] = api_sandbox_get,
+    [API_ROUTE_SANDBOX_DELETE] = api_sandbox_delete,
+    [API_ROUTE_SANDBOX_TIMEOUT] = api_sandbox_timeout,
+    [API_ROUTE_SANDBOX_PAUSE] = api_sandbox_pause,
+    [API_ROUTE_SANDBOX_RESUME] = api_sandbox_pause,
+    [API_ROUTE_SANDBOX_EXEC] = api_sandbox_exec,
+    [API_ROUTE_SANDBOX_PROCESSES] = api_sandbox_processes,
+    [API_ROUTE_PROCESS_OUTPUT] = api_process_output,
+    [API_ROUTE_PROCESS_KILL] = api_process_kill,
+    [API_ROUTE_FILES_GET] = api_files_get,
+    [API_ROUTE_FILES_PUT] = api_files_put,
+    [API_ROUTE_FILES_DELETE] = api_files_delete,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", NULL};
@@ -191,7 +206,7 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 		return api_error_set(c->err, API_ERR_METHOD_NOT_ALLOWED, NULL,
 				     "this route takes only %s", m->allow);
 	}
-	if (req->body_len > API_BODY_MAX && !(m->route->flags & ROUTE_RAW_BODY))
+	if (req->body_len > API_BODY_MAX && !(m->route->flags & API_ROUTE_RAW_BODY))
 		return api_error_set(c->err, API_ERR_BODY_TOO_LARGE, NULL,
 				     "the body is larger than %u bytes", API_BODY_MAX);
 	if ((m->route->flags & ROUTE_JSON_BODY) && !is_json_type(req->content_type))
@@ -239,6 +254,7 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 /* Turn r (< 0) and e into an error response. */
 int api_fail(int r, struct api_error *e, struct api_response *ret)
 {
+	api_response_release(ret);    /* whatever the handler had begun, fd included */
 	if (e->code == API_ERR_COUNT) /* nobody said why */
 		api_error_internal(e, -r, r == -ENOMEM ? "out of memory" : "handler failed");
 	if (api_error_respond(e, ret) < 0) {
@@ -249,7 +265,8 @@ int api_fail(int r, struct api_error *e, struct api_response *ret)
 	return 0;
 }
 
-int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret)
+int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret,
+	    int (*handler)(struct api_call *c, void *data), void *data)
 {
 	memset(ret, 0, sizeof(*ret));
 	struct api_error e = {.code = API_ERR_COUNT};
@@ -257,12 +274,55 @@ int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_re
 	struct api_query q = {0};
 	struct api_call c = {.ctx = ctx, .req = req, .res = ret, .err = &e};
 	int r = api_prepare(&c, &m, &q);
-	if (r == 0 && !handlers[m.route->id])
-		r = api_error_internal(&e, ENOSYS, "a sandbox route reached api_handle()");
-	else if (r == 0)
-		r = handlers[m.route->id](&c);
+	if (r == 0)
+		r = handler(&c, data);
 	api_query_release(&q);
 	return r < 0 ? api_fail(r, &e, ret) : 0;
+}
+
+/*
+ * A task's logs or events as a stream the server serves: the task exists
+ * and the query is good; the response says which stream, from where.
+ */
+static int task_stream(struct api_call *c)
+{
+	int64_t after = 0;
+	enum api_route_id route = c->match->route->id;
+	int r = 0;
+	if (route == API_ROUTE_TASK_EVENTS)
+		r = api_query_int(c->query, "after", 0, INT64_MAX, 0, &after, c->err);
+	if (r < 0)
+		return r;
+	struct task t = {0};
+	struct error se = {0};
+	r = store_task_get(c->ctx->store, c->id, &t, &se);
+	task_release(&t);
+	if (r < 0)
+		return api_store_error(c, r, &se);
+	struct api_response *res = c->res;
+	api_response_release(res);
+	memset(res, 0, sizeof(*res));
+	res->status = 200;
+	res->content_type = route == API_ROUTE_TASK_EVENTS ? "text/event-stream" : API_TEXT;
+	res->kind = API_RESPONSE_TASK_STREAM;
+	res->task.route = route;
+	res->task.after_seq = after;
+	memcpy(res->task.id, c->id, TASK_ID_SIZE);
+	return 0;
+}
+
+/* The route's handler, or its stream when the request asks for one. */
+static int dispatch(struct api_call *c, void *data)
+{
+	(void)data;
+	if (api_request_wants_stream(c->req))
+		return task_stream(c);
+	return handlers[c->match->route->id](c);
+}
+
+int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret)
+{
+	return api_run(ctx, req, ret, dispatch, NULL);
 }
 
 bool api_request_wants_stream(const struct api_request *req)
@@ -284,36 +344,25 @@ bool api_request_wants_stream(const struct api_request *req)
 	return yes;
 }
 
+static int stream_only(struct api_call *c, void *data)
+{
+	(void)data;
+	enum api_route_id route = c->match->route->id;
+	if (route != API_ROUTE_TASK_EVENTS && route != API_ROUTE_TASK_LOGS)
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "this route has no stream");
+	return task_stream(c);
+}
+
 int api_stream_begin(struct api_ctx *ctx, const struct api_request *req, struct api_stream *ret,
 		     struct api_response *ret_error)
 {
+	int r = api_run(ctx, req, ret_error, stream_only, NULL);
+	if (r < 0)
+		return r;
+	if (ret_error->kind != API_RESPONSE_TASK_STREAM)
+		return -EINVAL;
+	*ret = ret_error->task;
 	memset(ret_error, 0, sizeof(*ret_error));
-	struct api_error e = {.code = API_ERR_COUNT};
-	struct api_match m;
-	struct api_query q = {0};
-	struct api_call c = {.ctx = ctx, .req = req, .res = ret_error, .err = &e};
-	struct api_stream s = {0};
-	int r = api_prepare(&c, &m, &q);
-	if (r == 0 && m.route->id != API_ROUTE_TASK_EVENTS && m.route->id != API_ROUTE_TASK_LOGS)
-		r = api_error_set(&e, API_ERR_NOT_FOUND, NULL, "this route has no stream");
-	if (r == 0 && m.route->id == API_ROUTE_TASK_EVENTS)
-		r = api_query_int(&q, "after", 0, INT64_MAX, 0, &s.after_seq, &e);
-	if (r == 0) {
-		struct task t = {0};
-		struct error se = {0};
-		r = store_task_get(ctx->store, c.id, &t, &se);
-		task_release(&t);
-		if (r < 0)
-			r = api_store_error(&c, r, &se);
-	}
-	api_query_release(&q);
-	if (r < 0) {
-		int f = api_fail(r, &e, ret_error);
-		return f < 0 ? f : -EINVAL;
-	}
-	s.route = m.route->id;
-	memcpy(s.id, c.id, TASK_ID_SIZE);
-	*ret = s;
 	return 0;
 }
 
@@ -322,6 +371,16 @@ void api_response_release(struct api_response *r)
 	free(r->body);
 	r->body = NULL;
 	r->body_len = 0;
+	if (r->kind == API_RESPONSE_FILE || r->kind == API_RESPONSE_PROCESS_STREAM)
+		CLOSE_FD(r->fd);
+	r->kind = API_RESPONSE_BODY;
+}
+
+int api_response_take_fd(struct api_response *r)
+{
+	if (r->kind != API_RESPONSE_FILE && r->kind != API_RESPONSE_PROCESS_STREAM)
+		return -1;
+	return TAKE_FD(r->fd);
 }
 
 int api_respond(struct api_call *c, int status, const char *content_type, struct jbuf *b)

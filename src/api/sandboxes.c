@@ -1,8 +1,10 @@
 /*
- * sandboxes.c - the checks of the sandbox routes, shared with the task
- * routes (router.c), and the response helpers the daemon's sandbox
- * handlers build their answers with. The handlers themselves talk to
- * each sandbox's supervisor, so they live in the daemon.
+ * sandboxes.c - the handlers of /v1/sandboxes and of a sandbox's own
+ * lifecycle: list, create, get, delete, timeout, pause, resume; the
+ * fleet's result codes as API errors; the sandbox object. exec and its
+ * processes are in sandbox-exec.c, files in sandbox-files.c.
+ *
+ * The fleet is reached only through c->ctx->fleet_ops (fleet/fleet.h).
  */
 #include "api/api-internal.h"
 #include "api/sandbox-request.h"
@@ -13,95 +15,289 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool api_request_is_sandbox(const struct api_request *req)
+/* ---- the fleet's answers as API errors ---------------------------------- */
+
+int api_shim_error(struct api_error *e, int errnum, const char *message, const char *what)
 {
-	struct api_match m;
-	api_route_match(req->method, req->path, &m);
-	return m.route && API_ROUTE_IS_SANDBOX(m.route->id);
+	bool file = what && strcmp(what, "file") == 0;
+	bool proc = what && strcmp(what, "process") == 0;
+	const char *m = message && *message ? message : strerror(errnum);
+	switch (errnum) {
+	case ENOENT:
+	case ENOTDIR:
+	case ELOOP:
+		if (proc)
+			return api_error_set(e, API_ERR_PROCESS_NOT_FOUND, NULL, "%s", m);
+		return api_error_set(e, API_ERR_FILE_NOT_FOUND, file ? "path" : NULL, "%s", m);
+	case ESRCH:
+		return api_error_set(e, API_ERR_PROCESS_ENDED, NULL, "%s", m);
+	case EBUSY:
+		return api_error_set(e, API_ERR_SANDBOX_PAUSED, NULL, "the sandbox is paused");
+	case EAGAIN:
+		return api_error_set(e, API_ERR_TOO_MANY_PROCESSES, NULL, "%s", m);
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return api_error_set(e, API_ERR_PERMISSION_DENIED, file ? "path" : NULL, "%s", m);
+	case EISDIR:
+	case ENXIO:
+		return api_error_set(e, API_ERR_NOT_A_FILE, file ? "path" : NULL, "%s", m);
+	case EINVAL:
+		if (file)
+			return api_error_set(e, API_ERR_NOT_A_FILE, "path", "%s", m);
+		return api_error_set(e, API_ERR_INVALID_FIELD, NULL, "%s", m);
+	case ENOSPC:
+	case EDQUOT:
+		return api_error_set(e, API_ERR_NO_SPACE, NULL, "the sandbox's disk is full");
+	case E2BIG:
+	case ENAMETOOLONG:
+		return api_error_set(e, API_ERR_INVALID_FIELD, file ? "path" : NULL, "%s", m);
+	case EPIPE:
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ECANCELED: /* the sandbox is ending */
+		return api_error_set(e, API_ERR_SANDBOX_ENDED, NULL, "the sandbox has ended");
+	default: {
+		char log[ERROR_MSG_MAX + 8];
+		snprintf(log, sizeof(log), "shim: %s", m);
+		return api_error_internal(e, errnum, log);
+	}
+	}
 }
 
-static bool flag_is_set(const char *v, bool *ret, struct api_error *e, const char *name)
+int api_fleet_error(struct api_call *c, int r, const struct error *err, const char *what)
 {
-	if (!v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0) {
-		*ret = false;
-		return true;
-	}
-	if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0) {
-		*ret = true;
-		return true;
-	}
-	api_error_set(e, API_ERR_INVALID_FIELD, name, "%s must be 0, 1, true or false", name);
-	return false;
-}
-
-static int parse_query(struct api_call *c, const struct api_query *q, struct api_sandbox_call *s)
-{
-	struct api_error *e = c->err;
-	switch (s->route) {
-	case API_ROUTE_SANDBOXES_LIST: {
-		const char *v = api_query_get(q, "status");
-		if (v && strlen(v) >= sizeof(s->status))
-			return api_error_set(e, API_ERR_INVALID_FIELD, "status",
-					     "status is too long");
-		snprintf(s->status, sizeof(s->status), "%s", v ? v : "");
-		v = api_query_get(q, "after");
-		if (v && !sandbox_id_is_valid(v))
-			return api_error_set(e, API_ERR_INVALID_FIELD, "after",
-					     "after must be a sandbox id");
-		snprintf(s->after, sizeof(s->after), "%s", v ? v : "");
-		return api_query_int(q, "limit", 1, STORE_LIST_MAX, API_LIST_DEFAULT, &s->limit, e);
-	}
-	case API_ROUTE_PROCESS_OUTPUT:
-		return flag_is_set(api_query_get(q, "follow"), &s->follow, e, "follow") ? 0
-											: -EINVAL;
-	case API_ROUTE_FILES_GET:
-		if (!flag_is_set(api_query_get(q, "list"), &s->list, e, "list"))
-			return -EINVAL;
-		/* fall through */
-	case API_ROUTE_FILES_PUT:
-	case API_ROUTE_FILES_DELETE: {
-		const char *p = api_query_get(q, "path");
-		int r = api_sandbox_path_check(p, "path", e);
-		if (r < 0)
-			return r;
-		snprintf(s->path, sizeof(s->path), "%s", p);
-		return 0;
-	}
-	case API_ROUTE_SANDBOX_EXEC:
-		s->follow = c->req->accept && strstr(c->req->accept, "text/event-stream");
-		return 0;
+	switch (r) {
+	case -ENOMEM:
+		return r;
+	case -ENOENT:
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "%s", err->msg);
+	case -ESTALE:
+		return api_error_set(c->err, API_ERR_SANDBOX_ENDED, NULL, "%s", err->msg);
+	case -EBUSY:
+		return api_error_set(c->err, API_ERR_SANDBOX_PAUSED, NULL, "%s", err->msg);
+	case -EREMOTEIO:
+		return api_shim_error(c->err, err->code, err->msg, what);
+	case -ECHILD:
+		return api_error_set(c->err, API_ERR_SANDBOX_FAILED, NULL,
+				     "the sandbox could not be built: %s", err->msg);
 	default:
-		return 0;
+		return api_error_internal(c->err, -r, err->msg);
 	}
 }
 
-int api_sandbox_begin(struct api_ctx *ctx, const struct api_request *req,
-		      struct api_sandbox_call *ret, struct api_response *ret_error)
+const struct fleet_ops *api_fleet(struct api_call *c)
 {
-	memset(ret_error, 0, sizeof(*ret_error));
-	struct api_error e = {.code = API_ERR_COUNT};
-	struct api_match m;
-	struct api_query q = {0};
-	struct api_call c = {.ctx = ctx, .req = req, .res = ret_error, .err = &e};
-	struct api_sandbox_call s = {.pid = -1};
-	int r = api_prepare(&c, &m, &q);
-	if (r == 0 && !API_ROUTE_IS_SANDBOX(m.route->id))
-		r = api_error_set(&e, API_ERR_NOT_FOUND, NULL, "not a sandbox route");
-	if (r == 0) {
-		s.route = m.route->id;
-		memcpy(s.id, c.id, sizeof(s.id));
-		s.pid = c.pid;
-		s.now = c.now;
-		r = parse_query(&c, &q, &s);
-	}
-	api_query_release(&q);
-	if (r < 0) {
-		int f = api_fail(r, &e, ret_error);
-		return f < 0 ? f : -EINVAL;
-	}
-	*ret = s;
+	if (!c->ctx->fleet_ops)
+		api_error_internal(c->err, ENOSYS, "this daemon serves no sandboxes");
+	return c->ctx->fleet_ops;
+}
+
+int api_sandbox_live(struct api_call *c, const struct fleet_ops *ops, bool need_running)
+{
+	struct sandbox_record s = {0};
+	struct error err = {0};
+	int r = ops->get_live(c->ctx->fleet, c->ctx->store, c->id, need_running, &s, &err);
+	sandbox_record_release(&s);
+	return r < 0 ? api_fleet_error(c, r, &err, "sandbox") : 0;
+}
+
+/* ---- answers ----------------------------------------------------------------- */
+
+int api_respond_json(struct api_call *c, int status, json_t *v)
+{
+	char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	if (!text)
+		return -ENOMEM;
+	api_json_response(c->res, status, text);
 	return 0;
 }
+
+/* Answer with the stored record of sandbox c->id. */
+static int respond_sandbox(struct api_call *c, int status)
+{
+	struct sandbox_record s = {0};
+	struct error err = {0};
+	int r = store_sandbox_get(c->ctx->store, c->id, &s, &err);
+	if (r < 0)
+		return api_error_internal(c->err, -r, err.msg);
+	char *text = api_sandbox_json(&s);
+	sandbox_record_release(&s);
+	if (!text)
+		return -ENOMEM;
+	api_json_response(c->res, status, text);
+	return 0;
+}
+
+/* ---- list ----------------------------------------------------------------------- */
+
+struct list_ctx {
+	struct jbuf b; /* the "sandboxes" array, written as it is read */
+	char last[SANDBOX_ID_SIZE];
+	size_t n;
+};
+
+static int list_one(const struct sandbox_record *s, void *data)
+{
+	struct list_ctx *l = data;
+	char *text = api_sandbox_json(s);
+	if (!text)
+		return -ENOMEM;
+	jbuf_puts(&l->b, l->n ? "," : "");
+	jbuf_puts(&l->b, text);
+	free(text);
+	snprintf(l->last, sizeof(l->last), "%s", s->id);
+	l->n++;
+	return l->b.failed;
+}
+
+/* status=: running,paused,ended; default running,paused. */
+static int parse_statuses(struct api_call *c, uint32_t *ret)
+{
+	const char *v = api_query_get(c->query, "status");
+	*ret = SANDBOX_STATUS_BIT(SANDBOX_RUNNING) | SANDBOX_STATUS_BIT(SANDBOX_PAUSED);
+	if (!v)
+		return 0;
+	char buf[128]; /* the caller checked the length */
+	snprintf(buf, sizeof(buf), "%s", v);
+	uint32_t statuses = 0;
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		enum sandbox_status s;
+		if (sandbox_status_parse(tok, &s) < 0 || s == SANDBOX_POOLED)
+			return api_error_set(c->err, API_ERR_INVALID_FIELD, "status",
+					     "status must be running, paused or ended, "
+					     "comma-separated");
+		statuses |= SANDBOX_STATUS_BIT(s);
+	}
+	*ret = statuses;
+	return 0;
+}
+
+int api_sandboxes_list(struct api_call *c)
+{
+	uint32_t statuses;
+	int64_t limit;
+	const char *status = api_query_get(c->query, "status");
+	if (status && strlen(status) >= 128)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "status", "status is too long");
+	const char *after = api_query_get(c->query, "after");
+	if (after && !sandbox_id_is_valid(after))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
+				     "after must be a sandbox id");
+	int r =
+	    api_query_int(c->query, "limit", 1, STORE_LIST_MAX, API_LIST_DEFAULT, &limit, c->err);
+	if (r < 0 || (r = parse_statuses(c, &statuses)) < 0)
+		return r;
+	struct list_ctx l = {0};
+	struct sandbox_filter f = {.statuses = statuses, .after_id = after, .limit = (size_t)limit};
+	struct error err = {0};
+	jbuf_puts(&l.b, "{\"sandboxes\":[");
+	r = store_sandbox_list(c->ctx->store, &f, list_one, &l, &err);
+	if (r < 0) {
+		jbuf_release(&l.b);
+		if (r == -ENOENT)
+			return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
+					     "no sandbox %s", after);
+		return r == -ENOMEM ? r : api_error_internal(c->err, -r, err.msg);
+	}
+	jbuf_puts(&l.b, "],\"next\":");
+	jbuf_str_or_null(&l.b, l.n == (size_t)limit ? l.last : NULL);
+	jbuf_puts(&l.b, "}");
+	return api_respond(c, 200, API_JSON, &l.b);
+}
+
+/* ---- one sandbox -------------------------------------------------------------- */
+
+int api_sandboxes_create(struct api_call *c)
+{
+	struct sandbox_request sr = {0};
+	int r = sandbox_request_parse(c->req->body, c->req->body_len, &sr, c->err);
+	if (r < 0)
+		return r;
+	const struct fleet_ops *ops = api_fleet(c);
+	if (!ops) {
+		sandbox_request_release(&sr);
+		return -EIO;
+	}
+	struct fleet_spec spec = {.spec_json = sr.spec_json,
+				  .metadata_json = sr.metadata_json,
+				  .timeout_ms = sr.timeout_ms,
+				  .default_limits = sr.default_limits};
+	struct sandbox_record s = {0};
+	struct error err = {0};
+	r = ops->create(c->ctx->fleet, c->ctx->store, &spec, c->now, &s, &err);
+	sandbox_request_release(&sr);
+	if (r < 0)
+		return api_fleet_error(c, r, &err, "sandbox");
+	char *text = api_sandbox_json(&s);
+	sandbox_record_release(&s);
+	if (!text)
+		return -ENOMEM;
+	api_json_response(c->res, 201, text);
+	return 0;
+}
+
+int api_sandbox_get(struct api_call *c)
+{
+	struct sandbox_record s = {0};
+	struct error err = {0};
+	int r = store_sandbox_get(c->ctx->store, c->id, &s, &err);
+	if (r == 0 && s.status == SANDBOX_POOLED)
+		r = -ENOENT;
+	if (r < 0) {
+		sandbox_record_release(&s);
+		if (r == -ENOENT)
+			return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no sandbox %s",
+					     c->id);
+		return r == -ENOMEM ? r : api_error_internal(c->err, -r, err.msg);
+	}
+	char *text = api_sandbox_json(&s);
+	sandbox_record_release(&s);
+	if (!text)
+		return -ENOMEM;
+	api_json_response(c->res, 200, text);
+	return 0;
+}
+
+int api_sandbox_delete(struct api_call *c)
+{
+	const struct fleet_ops *ops = api_fleet(c);
+	struct error err = {0};
+	if (!ops)
+		return -EIO;
+	int r = ops->remove(c->ctx->fleet, c->ctx->store, c->id, &err);
+	return r < 0 ? api_fleet_error(c, r, &err, "sandbox") : respond_sandbox(c, 200);
+}
+
+int api_sandbox_timeout(struct api_call *c)
+{
+	struct error err = {0};
+	int64_t ms = 0;
+	int r = sandbox_timeout_parse(c->req->body, c->req->body_len, &ms, c->err);
+	if (r < 0)
+		return r;
+	const struct fleet_ops *ops = api_fleet(c);
+	if (!ops)
+		return -EIO;
+	r = ops->set_expiry(c->ctx->fleet, c->ctx->store, c->id, c->now + ms, &err);
+	return r < 0 ? api_fleet_error(c, r, &err, "sandbox") : respond_sandbox(c, 200);
+}
+
+/* POST .../pause and .../resume */
+int api_sandbox_pause(struct api_call *c)
+{
+	const struct fleet_ops *ops = api_fleet(c);
+	struct error err = {0};
+	if (!ops)
+		return -EIO;
+	bool pause = c->match->route->id == API_ROUTE_SANDBOX_PAUSE;
+	int r = ops->pause(c->ctx->fleet, c->ctx->store, c->id, pause, &err);
+	return r < 0 ? api_fleet_error(c, r, &err, "sandbox") : respond_sandbox(c, 200);
+}
+
+/* ---- the sandbox object --------------------------------------------------------- */
 
 int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
 		       const char *fmt, ...)

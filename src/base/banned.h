@@ -4,6 +4,8 @@
  * Force-included into every translation unit by the build. Each of these
  * has a bounded or checked replacement:
  *   strcpy, strcat, sprintf, vsprintf -> snprintf / a length-checked copy
+ *   strncpy, strncat                  -> snprintf: they truncate silently, and
+ *                                        strncpy does not always terminate
  *   atoi, atol, atoll                 -> parse_u64() and friends (base/parse.h)
  *   system, popen                     -> never: no shell between us and exec
  *   gets                              -> fgets / read_all()
@@ -22,6 +24,10 @@
 #define strcpy(...) BANNED(strcpy)
 #undef strcat
 #define strcat(...) BANNED(strcat)
+#undef strncpy
+#define strncpy(...) BANNED(strncpy)
+#undef strncat
+#define strncat(...) BANNED(strncat)
 #undef sprintf
 #define sprintf(...) BANNED(sprintf)
 #undef vsprintf

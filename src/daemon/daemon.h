@@ -1,6 +1,9 @@
 /*
  * daemon.h - what the pieces of agentboxd share: configuration, the pool
- * of store connections the HTTP threads use, and the scheduler's wake-up.
+ * of store connections the HTTP threads use, the listeners, and the
+ * scheduler's wake-up. The daemon is wiring: the API (src/api) decides
+ * every answer, the scheduler (src/sched) runs tasks, the fleet
+ * (src/fleet) keeps interactive sandboxes.
  *
  * Threads: libmicrohttpd runs one thread per connection; each takes a
  * store from the pool for the length of one request (streams open their
@@ -12,9 +15,9 @@
 
 #include "api/api.h"
 #include "base/error.h"
+#include "fleet/fleet.h"
+#include "sched/sched.h"
 #include "store/store.h"
-
-struct fleet;
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -47,7 +50,8 @@ struct daemon {
 	char db_path[4096];
 	char token[65];	     /* for TCP clients */
 	int wake_fd;	     /* eventfd: the scheduler's doorbell */
-	struct fleet *fleet; /* the interactive sandboxes (fleet.h) */
+	struct fleet *fleet; /* the interactive sandboxes (fleet/fleet.h) */
+	struct sched *sched; /* the scheduler, driven by its own thread */
 	volatile int stopping;
 };
 
@@ -64,5 +68,9 @@ void server_stop(struct listener *l);
 
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);
+
+/* Listening sockets (listen.c): the fd, or -errno with err. */
+int listen_unix(const char *path, struct error *err);
+int listen_tcp(const char *spec, struct error *err); /* "ADDR:PORT", "[ADDR6]:PORT" */
 
 #endif

@@ -5,30 +5,31 @@
  *	          [--max-running N] [--pool N] [--supervisor PATH] [--shim PATH]
  *	agentboxd --print-token [--state-dir DIR]
  *
- * main() parses, prepares the state directory, and wires the pieces: the
- * store (SQLite in the state dir), the scheduler thread (src/sched), the
- * interactive sandboxes and their warm pool (fleet.c), and one HTTP
- * listener per socket (server.c). It then waits for SIGTERM or
- * SIGINT and stops; running tasks go on under their supervisors and are
- * found again by the next start.
+ * main() is a list of steps: parse the options, prepare the process and
+ * the state directory (core/layout.h), open the store (SQLite in the
+ * state dir), start the scheduler thread (src/sched) and the interactive
+ * sandboxes with their warm pool (src/fleet), then one HTTP listener per
+ * socket (server.c). It then waits for SIGTERM or SIGINT and stops;
+ * running tasks and sandboxes go on under their supervisors and shims
+ * and are found again by the next start.
  *
  * Exit status: 0 after a clean stop; 1 when it cannot start or serve; 2
  * for a usage error.
  */
 #include "daemon/daemon.h"
-#include "daemon/fleet.h"
+
+#include "api/sandbox-request.h"
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "base/parse.h"
+#include "core/layout.h"
 #include "sched/sched.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -41,9 +42,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,7 +106,8 @@ static void default_helper(const char *name, const char *build_dir, char *buf, s
 static int load_token(const char *state_dir, bool create, char token[65])
 {
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/token", state_dir);
+	if (layout_state_file(path, sizeof(path), state_dir, LAYOUT_TOKEN) < 0)
+		return -ENAMETOOLONG;
 	ssize_t n = read_file_at(AT_FDCWD, path, token, 65);
 	if (n == 64)
 		return 0;
@@ -121,114 +121,20 @@ static int load_token(const char *state_dir, bool create, char token[65])
 	return create_file_at(AT_FDCWD, path, token, 0600);
 }
 
-static int prepare_state_dir(struct daemon *d, struct error *err)
-{
-	char tasks[4200];
-	int r = mkdir_p_at(AT_FDCWD, d->cfg.state_dir, 0700);
-	if (r == 0 && chmod(d->cfg.state_dir, 0700) < 0)
-		r = -errno;
-	snprintf(tasks, sizeof(tasks), "%s/tasks", d->cfg.state_dir);
-	if (r == 0)
-		r = mkdir_p_at(AT_FDCWD, tasks, 0700);
-	if (r < 0)
-		return error_set_errno(err, -r, "state dir %s", d->cfg.state_dir);
-	snprintf(d->db_path, sizeof(d->db_path), "%s/agentbox.db", d->cfg.state_dir);
-	return 0;
-}
-
-static int listen_unix(const char *path, struct error *err)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return error_set(err, ENAMETOOLONG, "--socket: path too long");
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	char dir[sizeof(sa.sun_path)];
-	snprintf(dir, sizeof(dir), "%s", path);
-	mode_t mask = umask(022); /* the socket's group must reach it: 0755 */
-	(void)mkdir_p_at(AT_FDCWD, dirname(dir), 0755);
-	umask(mask);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return error_set_errno(err, errno, "socket");
-	/* a socket file nobody answers on is a leftover of a crash: replace it */
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		close(fd);
-		return error_set(err, EADDRINUSE, "another agentboxd serves %s", path);
-	}
-	unlink(path);
-	mode_t old = umask(0117);
-	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (r < 0 || listen(fd, 128) < 0) {
-		r = errno;
-		close(fd);
-		return error_set_errno(err, r, "--socket %s", path);
-	}
-	return fd;
-}
-
-static int listen_tcp(const char *spec, struct error *err)
-{
-	char host[256];
-	const char *colon = strrchr(spec, ':');
-	uint64_t port;
-	if (!colon || (size_t)(colon - spec) >= sizeof(host) || parse_u64(colon + 1, &port) < 0 ||
-	    port == 0 || port > 65535)
-		return error_set(err, EINVAL, "--listen: '%s' is not ADDR:PORT", spec);
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
-	struct sockaddr_storage ss = {0};
-	socklen_t len;
-	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-	size_t hl = strlen(host);
-	if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
-		host[hl - 1] = '\0';
-		if (inet_pton(AF_INET6, host + 1, &in6->sin6_addr) != 1)
-			return error_set(err, EINVAL, "--listen: bad IPv6 address '%s'", host);
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons((uint16_t)port);
-		len = sizeof(*in6);
-	} else {
-		if (inet_pton(AF_INET, host, &in4->sin_addr) != 1)
-			return error_set(err, EINVAL, "--listen: bad IPv4 address '%s'", host);
-		in4->sin_family = AF_INET;
-		in4->sin_port = htons((uint16_t)port);
-		len = sizeof(*in4);
-	}
-	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 128) < 0) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		return error_set_errno(err, e, "--listen %s", spec);
-	}
-	return fd;
-}
-
-struct sched_thread {
-	struct daemon *d;
+/* What main() starts, to stop it again. */
+struct run {
+	int state_lock; /* held for our life: one daemon per state dir */
+	struct store *sched_store;
 	struct sched *sched;
+	pthread_t sched_tid;
+	bool sched_started;
+	char *default_spec; /* the canonical spec of the default limits (the pool's) */
+	struct listener *unix_l, *tcp_l;
+	struct stat sock_st; /* our socket file, to remove only that one */
 };
 
-static void *sched_main(void *arg)
-{
-	struct sched_thread *t = arg;
-	while (!t->d->stopping) {
-		struct error err = {0};
-		if (sched_step(t->sched, &err) < 0)
-			fprintf(stderr, "agentboxd: scheduler: %s\n", err.msg);
-		struct pollfd pfd = {.fd = t->d->wake_fd, .events = POLLIN};
-		if (poll(&pfd, 1, SCHED_TICK_MS) > 0) {
-			uint64_t n;
-			(void)!read(t->d->wake_fd, &n, sizeof(n));
-		}
-	}
-	return NULL;
-}
-
-int main(int argc, char **argv)
+/* Parse argv into d->cfg. -1 to go on, else the exit status (help, usage error). */
+static int parse_options(int argc, char **argv, struct daemon *d, bool *print_token)
 {
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
@@ -242,37 +148,25 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	/* whatever our parent left open must not reach the supervisors */
-	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	char supervisor[4096], shim[4096];
-	default_helper("agentbox-supervisor", "supervisor", supervisor, sizeof(supervisor));
-	default_helper("agentbox-shim", "shim", shim, sizeof(shim));
-	struct daemon d = {.cfg = {.socket_path = DAEMON_SOCKET_DEFAULT,
-				   .state_dir = DAEMON_STATE_DIR_DEFAULT,
-				   .supervisor_path = supervisor,
-				   .shim_path = shim,
-				   .max_running = SCHED_MAX_RUNNING_DEFAULT,
-				   .pool_size = fleet_pool_default()}};
-	bool print_token = false;
 	int opt;
 	uint64_t v;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
-			d.cfg.socket_path = optarg;
+			d->cfg.socket_path = optarg;
 			break;
 		case 'd':
-			d.cfg.state_dir = optarg;
+			d->cfg.state_dir = optarg;
 			break;
 		case 'l':
-			d.cfg.listen = optarg;
+			d->cfg.listen = optarg;
 			break;
 		case 'x':
-			d.cfg.supervisor_path = optarg;
+			d->cfg.supervisor_path = optarg;
 			break;
 		case 'y':
-			d.cfg.shim_path = optarg;
+			d->cfg.shim_path = optarg;
 			break;
 		case 'P':
 			if (parse_u64(optarg, &v) < 0 || v > FLEET_POOL_MAX) {
@@ -280,10 +174,10 @@ int main(int argc, char **argv)
 					FLEET_POOL_MAX);
 				return 2;
 			}
-			d.cfg.pool_size = (unsigned)v;
+			d->cfg.pool_size = (unsigned)v;
 			break;
 		case 'p':
-			print_token = true;
+			*print_token = true;
 			break;
 		case 'm':
 			if (parse_u64(optarg, &v) < 0 || v < 1 || v > SCHED_MAX_RUNNING_MAX) {
@@ -291,7 +185,7 @@ int main(int argc, char **argv)
 					optarg, SCHED_MAX_RUNNING_MAX);
 				return 2;
 			}
-			d.cfg.max_running = (unsigned)v;
+			d->cfg.max_running = (unsigned)v;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -306,24 +200,27 @@ int main(int argc, char **argv)
 		fprintf(stderr, "agentboxd: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	if (d.cfg.state_dir[0] != '/')
+	if (d->cfg.state_dir[0] != '/')
 		return fprintf(stderr, "agentboxd: --state-dir must be absolute\n"), 2;
-	if (print_token) {
-		int r = load_token(d.cfg.state_dir, false, d.token);
-		if (r < 0)
-			return fail("no token in %s (start agentboxd with --listen once): %s",
-				    d.cfg.state_dir, strerror(-r));
-		puts(d.token);
-		return 0;
-	}
+	return -1;
+}
+
+/* Root, and the helper binaries we start. 0, or the exit status. */
+static int check_host(const struct daemon *d)
+{
 	if (geteuid() != 0)
 		return fail("needs root (sandboxes need uid ranges and cgroups)");
-	if (access(d.cfg.supervisor_path, X_OK) != 0)
-		return fail("cannot run the supervisor %s: %s", d.cfg.supervisor_path,
+	if (access(d->cfg.supervisor_path, X_OK) != 0)
+		return fail("cannot run the supervisor %s: %s", d->cfg.supervisor_path,
 			    strerror(errno));
-	if (access(d.cfg.shim_path, X_OK) != 0)
-		return fail("cannot run the shim %s: %s", d.cfg.shim_path, strerror(errno));
+	if (access(d->cfg.shim_path, X_OK) != 0)
+		return fail("cannot run the shim %s: %s", d->cfg.shim_path, strerror(errno));
+	return 0;
+}
 
+/* The process's own settings: file mode mask, signals, fd limit, OOM score. */
+static void prepare_process(void)
+{
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
 	/* each running task holds an fd here; use what the hard limit allows */
@@ -334,66 +231,191 @@ int main(int argc, char **argv)
 	}
 	/* The daemon holds the record of every task: the OOM killer takes a sandbox first. */
 	(void)write_file_at(AT_FDCWD, "/proc/self/oom_score_adj", "-1000");
+}
 
-	struct error err = {0};
-	struct store *sched_store = NULL;
-	struct sched *sched = NULL;
-	if (prepare_state_dir(&d, &err) < 0)
-		return fail("%s", err.msg);
+/*
+ * The state directory (0700, with tasks/), its lock, the store (a pool
+ * for the HTTP threads, one connection for the scheduler), the token.
+ */
+static int open_state(struct daemon *d, struct run *run, struct error *err)
+{
+	char tasks[4200], lock_path[4200];
+	int r = mkdir_p_at(AT_FDCWD, d->cfg.state_dir, 0700);
+	if (r == 0 && chmod(d->cfg.state_dir, 0700) < 0)
+		r = -errno;
+	if (r == 0)
+		r = layout_state_file(tasks, sizeof(tasks), d->cfg.state_dir, LAYOUT_TASKS);
+	if (r == 0)
+		r = mkdir_p_at(AT_FDCWD, tasks, 0700);
+	if (r == 0)
+		r = layout_state_file(d->db_path, sizeof(d->db_path), d->cfg.state_dir, LAYOUT_DB);
+	if (r == 0)
+		r = layout_state_file(lock_path, sizeof(lock_path), d->cfg.state_dir,
+				      LAYOUT_DAEMON_LOCK);
+	if (r < 0)
+		return error_set_errno(err, -r, "state dir %s", d->cfg.state_dir);
 	/* one daemon per state dir: two schedulers would import the same journals */
-	char lock_path[4200];
-	snprintf(lock_path, sizeof(lock_path), "%s/daemon.lock", d.cfg.state_dir);
-	int state_lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (state_lock < 0 || flock(state_lock, LOCK_EX | LOCK_NB) < 0)
-		return fail("another agentboxd uses %s (or it cannot be locked: %s)",
-			    d.cfg.state_dir, strerror(errno));
-	if (store_pool_init(&d.pool, d.db_path, &err) < 0 ||
-	    store_open_sqlite(d.db_path, &sched_store, &err) < 0)
-		return fail("%s", err.msg);
-	if (d.cfg.listen && load_token(d.cfg.state_dir, true, d.token) < 0)
-		return fail("cannot create the token in %s", d.cfg.state_dir);
-	struct sched_config sc = {.state_dir = d.cfg.state_dir,
-				  .supervisor_path = d.cfg.supervisor_path,
-				  .max_running = d.cfg.max_running};
-	if (sched_new(&sc, sched_store, &sched, &err) < 0 || sched_recover(sched, &err) < 0)
-		return fail("%s", err.msg);
-	struct fleet_config fc = {.state_dir = d.cfg.state_dir,
-				  .shim_path = d.cfg.shim_path,
-				  .db_path = d.db_path,
-				  .pool_size = d.cfg.pool_size};
-	if (fleet_new(&fc, &d.fleet, &err) < 0 || fleet_recover(d.fleet, sched_store, &err) < 0)
-		return fail("%s", err.msg);
-	d.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (d.wake_fd < 0)
-		return fail("eventfd: %s", strerror(errno));
+	run->state_lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (run->state_lock < 0 || flock(run->state_lock, LOCK_EX | LOCK_NB) < 0)
+		return error_set(err, errno,
+				 "another agentboxd uses %s (or it cannot be locked: %s)",
+				 d->cfg.state_dir, strerror(errno));
+	if ((r = store_pool_init(&d->pool, d->db_path, err)) < 0 ||
+	    (r = store_open_sqlite(d->db_path, &run->sched_store, err)) < 0)
+		return r;
+	if (d->cfg.listen && load_token(d->cfg.state_dir, true, d->token) < 0)
+		return error_set(err, EIO, "cannot create the token in %s", d->cfg.state_dir);
+	return 0;
+}
 
-	/* Every thread inherits this mask: only the main thread takes these signals. */
-	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-
-	struct sched_thread st = {.d = &d, .sched = sched};
-	pthread_t sched_tid;
-	if (pthread_create(&sched_tid, NULL, sched_main, &st) != 0)
-		return fail("cannot start the scheduler thread");
-
-	if (fleet_start(d.fleet, &err) < 0)
-		return fail("%s", err.msg);
-
-	struct listener *unix_l = NULL, *tcp_l = NULL;
-	int ufd = listen_unix(d.cfg.socket_path, &err);
-	struct stat sock_st = {0};
-	if (ufd < 0 || stat(d.cfg.socket_path, &sock_st) < 0 ||
-	    server_start(&d, ufd, NULL, &unix_l, &err) < 0)
-		return fail("%s", err.msg);
-	if (d.cfg.listen) {
-		int tfd = listen_tcp(d.cfg.listen, &err);
-		if (tfd < 0 || server_start(&d, tfd, d.token, &tcp_l, &err) < 0)
-			return fail("%s", err.msg);
+static void *sched_main(void *arg)
+{
+	struct daemon *d = arg;
+	while (!d->stopping) {
+		struct error err = {0};
+		if (sched_step(d->sched, &err) < 0)
+			fprintf(stderr, "agentboxd: scheduler: %s\n", err.msg);
+		struct pollfd pfd = {.fd = d->wake_fd, .events = POLLIN};
+		if (poll(&pfd, 1, SCHED_TICK_MS) > 0) {
+			uint64_t n;
+			(void)!read(d->wake_fd, &n, sizeof(n));
+		}
 	}
+	return NULL;
+}
+
+static void log_line(void *data, const char *msg)
+{
+	(void)data;
+	fprintf(stderr, "agentboxd: %s\n", msg);
+}
+
+/*
+ * Find what ran before this start, on the scheduler's store, before any
+ * thread uses it: the tasks' attempts (src/sched) and the interactive
+ * sandboxes (src/fleet, which then keeps the pool of the default spec).
+ */
+static int recover(struct daemon *d, struct run *run, struct error *err)
+{
+	struct sched_config sc = {.state_dir = d->cfg.state_dir,
+				  .supervisor_path = d->cfg.supervisor_path,
+				  .max_running = d->cfg.max_running,
+				  .log = log_line};
+	int r;
+	if ((r = sched_new(&sc, run->sched_store, &run->sched, err)) < 0 ||
+	    (r = sched_recover(run->sched, err)) < 0)
+		return r;
+	struct sandbox_request def = {0};
+	struct api_error e = {0};
+	if (sandbox_request_parse("{}", 2, &def, &e) < 0)
+		return error_set(err, EINVAL, "the default sandbox spec: %s", e.message);
+	run->default_spec = TAKE_PTR(def.spec_json);
+	sandbox_request_release(&def);
+	struct fleet_config fc = {.state_dir = d->cfg.state_dir,
+				  .shim_path = d->cfg.shim_path,
+				  .db_path = d->db_path,
+				  .default_spec_json = run->default_spec,
+				  .pool_size = d->cfg.pool_size,
+				  .log = log_line};
+	if ((r = fleet_new(&fc, &d->fleet, err)) < 0)
+		return r;
+	return fleet_recover(d->fleet, run->sched_store, err);
+}
+
+/* The scheduler's thread (woken through wake_fd) and the fleet's keeper. */
+static int start_threads(struct daemon *d, struct run *run, struct error *err)
+{
+	d->sched = run->sched;
+	d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->wake_fd < 0)
+		return error_set_errno(err, errno, "eventfd");
+	if (pthread_create(&run->sched_tid, NULL, sched_main, d) != 0)
+		return error_set(err, EAGAIN, "cannot start the scheduler thread");
+	run->sched_started = true;
+	return fleet_start(d->fleet, err);
+}
+
+/* One HTTP listener on the unix socket (no token), one on TCP if asked (token). */
+static int start_listeners(struct daemon *d, struct run *run, struct error *err)
+{
+	int ufd = listen_unix(d->cfg.socket_path, err);
+	if (ufd < 0)
+		return ufd;
+	if (stat(d->cfg.socket_path, &run->sock_st) < 0)
+		return error_set_errno(err, errno, "%s", d->cfg.socket_path);
+	int r = server_start(d, ufd, NULL, &run->unix_l, err);
+	if (r < 0 || !d->cfg.listen)
+		return r;
+	int tfd = listen_tcp(d->cfg.listen, err);
+	if (tfd < 0)
+		return tfd;
+	return server_start(d, tfd, d->token, &run->tcp_l, err);
+}
+
+/* Stop serving; what runs under supervisors and shims goes on. */
+static void stop(struct daemon *d, struct run *run)
+{
+	d->stopping = 1;
+	daemon_wake(d);
+	server_stop(run->unix_l);
+	server_stop(run->tcp_l);
+	if (run->sched_started)
+		pthread_join(run->sched_tid, NULL);
+	fleet_free(d->fleet); /* sandboxes go on under their shims */
+	/* the path is ours to remove only if it is still our socket */
+	struct stat now_st;
+	if (run->unix_l && stat(d->cfg.socket_path, &now_st) == 0 &&
+	    now_st.st_ino == run->sock_st.st_ino && now_st.st_dev == run->sock_st.st_dev)
+		unlink(d->cfg.socket_path);
+	sched_free(run->sched);
+	store_close(run->sched_store);
+	store_pool_release(&d->pool);
+	free(run->default_spec);
+}
+
+int main(int argc, char **argv)
+{
+	/* whatever our parent left open must not reach the supervisors */
+	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+	char supervisor[4096], shim[4096];
+	default_helper("agentbox-supervisor", "supervisor", supervisor, sizeof(supervisor));
+	default_helper("agentbox-shim", "shim", shim, sizeof(shim));
+	struct daemon d = {.cfg = {.socket_path = DAEMON_SOCKET_DEFAULT,
+				   .state_dir = DAEMON_STATE_DIR_DEFAULT,
+				   .supervisor_path = supervisor,
+				   .shim_path = shim,
+				   .max_running = SCHED_MAX_RUNNING_DEFAULT,
+				   .pool_size = fleet_pool_default()},
+			   .wake_fd = -1};
+	bool print_token = false;
+	int status = parse_options(argc, argv, &d, &print_token);
+	if (status >= 0)
+		return status;
+	if (print_token) {
+		int r = load_token(d.cfg.state_dir, false, d.token);
+		if (r < 0)
+			return fail("no token in %s (start agentboxd with --listen once): %s",
+				    d.cfg.state_dir, strerror(-r));
+		puts(d.token);
+		return 0;
+	}
+	if ((status = check_host(&d)) != 0)
+		return status;
+	prepare_process();
+
+	struct run run = {.state_lock = -1};
+	struct error err = {0};
+	if (open_state(&d, &run, &err) < 0 || recover(&d, &run, &err) < 0)
+		return fail("%s", err.msg);
+	/* Every thread inherits this mask: only the main thread takes these signals. */
+	sigset_t stop_signals;
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+	if (start_threads(&d, &run, &err) < 0 || start_listeners(&d, &run, &err) < 0)
+		return fail("%s", err.msg);
 	fprintf(stderr,
 		"agentboxd: serving unix:%s%s%s, state in %s, %u tasks at once, "
 		"%u warm sandboxes\n",
@@ -402,24 +424,11 @@ int main(int argc, char **argv)
 		d.cfg.pool_size);
 
 	int sig;
-	sigwait(&stop, &sig);
+	sigwait(&stop_signals, &sig);
 	fprintf(stderr,
 		"agentboxd: signal %d: stopping; running tasks and sandboxes go on under "
 		"their supervisors\n",
 		sig);
-	d.stopping = 1;
-	daemon_wake(&d);
-	server_stop(unix_l);
-	server_stop(tcp_l);
-	pthread_join(sched_tid, NULL);
-	fleet_free(d.fleet); /* sandboxes go on under their shims */
-	/* the path is ours to remove only if it is still our socket */
-	struct stat now_st;
-	if (stat(d.cfg.socket_path, &now_st) == 0 && now_st.st_ino == sock_st.st_ino &&
-	    now_st.st_dev == sock_st.st_dev)
-		unlink(d.cfg.socket_path);
-	sched_free(sched);
-	store_close(sched_store);
-	store_pool_release(&d.pool);
+	stop(&d, &run);
 	return 0;
 }

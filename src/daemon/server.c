@@ -1,11 +1,12 @@
 /*
  * server.c - libmicrohttpd in front of api_handle(): read the request,
- * hand it over, send what comes back. Streams (logs -f, SSE events) are
- * in stream.c.
+ * hand it over, serve what comes back: a body, a file from an fd, or a
+ * stream (stream.c, process-stream.c). A body that must not be held in
+ * memory (PUT .../files) goes to the API's upload as it arrives; the API
+ * checks it before the first byte is read.
  */
 #include "base/fileio.h"
 #include "daemon/daemon.h"
-#include "daemon/sandbox-routes.h"
 #include "daemon/stream.h"
 
 #include "base/cleanup.h"
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct listener {
 	struct daemon *d;
@@ -26,7 +28,7 @@ struct listener {
 struct request_state {
 	char *body;
 	size_t len;
-	struct upload *upload; /* PUT .../files: the body goes there */
+	struct api_upload *upload; /* PUT .../files: the body goes there */
 };
 
 static void on_task_submitted(void *data)
@@ -89,7 +91,8 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 	return MHD_YES;
 }
 
-enum MHD_Result server_send(struct MHD_Connection *c, const struct api_response *r)
+/* Send r's body. */
+static enum MHD_Result send_body(struct MHD_Connection *c, const struct api_response *r)
 {
 	struct MHD_Response *resp =
 	    MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_COPY);
@@ -102,11 +105,43 @@ enum MHD_Result server_send(struct MHD_Connection *c, const struct api_response 
 	if (r->www_authenticate[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					r->www_authenticate);
-	if (r->log[0])
-		fprintf(stderr, "agentboxd: %d: %s\n", r->status, r->log);
 	enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
 	return ok;
+}
+
+/* Send a file: size bytes of fd (taken), which MHD reads and closes. */
+static enum MHD_Result send_file(struct MHD_Connection *c, int status, const char *content_type,
+				 int fd, uint64_t size)
+{
+	struct MHD_Response *mr = MHD_create_response_from_fd(size, fd);
+	if (!mr) {
+		close(fd);
+		return MHD_NO;
+	}
+	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, mr);
+	MHD_destroy_response(mr);
+	return ok;
+}
+
+/* Serve r (its fd, if any, is taken): a body, a file, or a stream. */
+static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
+{
+	if (r->log[0])
+		fprintf(stderr, "agentboxd: %d: %s\n", r->status, r->log);
+	switch (r->kind) {
+	case API_RESPONSE_TASK_STREAM:
+		return stream_start(d, c, &r->task);
+	case API_RESPONSE_PROCESS_STREAM:
+		return process_stream_start(d, c, r->process.id, api_response_take_fd(r),
+					    r->process.pid);
+	case API_RESPONSE_FILE:
+		return send_file(c, r->status, r->content_type, api_response_take_fd(r), r->size);
+	case API_RESPONSE_BODY:
+	default:
+		return send_body(c, r);
+	}
 }
 
 /* The request's line, query and headers for the API (no body); q holds the query. */
@@ -130,6 +165,8 @@ static void make_ctx(struct listener *l, struct api_ctx *ctx)
 	    .state_dir = l->d->cfg.state_dir,
 	    .token = l->token,
 	    .now_ms = wall_clock_ms,
+	    .fleet_ops = &fleet_shim_ops,
+	    .fleet = l->d->fleet,
 	    .task_submitted = on_task_submitted,
 	    .task_cancel_requested = on_cancel_requested,
 	    .hook_data = l->d,
@@ -137,7 +174,7 @@ static void make_ctx(struct listener *l, struct api_ctx *ctx)
 }
 
 /*
- * A PUT: the one route that takes a raw body (PUT .../files) checks it
+ * A PUT: the one route that takes a raw body (PUT .../files) is checked
  * before the body comes, and the body streams to the sandbox's file.
  */
 static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c, const char *url,
@@ -146,12 +183,12 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 	struct query_buf q = {.len = 0};
 	struct api_request req;
 	read_request(c, url, method, &q, &req);
-	if (!api_request_is_sandbox(&req))
+	if (!api_request_takes_raw_body(&req))
 		return MHD_YES; /* answered (404/405) once the body is in */
 	struct api_ctx ctx;
 	make_ctx(l, &ctx);
 	ctx.store = store_pool_get(&l->d->pool);
-	rs->upload = upload_begin(l->d, &ctx, &req);
+	rs->upload = api_upload_begin(&ctx, &req);
 	store_pool_put(&l->d->pool, ctx.store);
 	return rs->upload ? MHD_YES : MHD_NO;
 }
@@ -163,6 +200,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)version;
 	struct listener *l = cls;
 	struct request_state *rs = *con_cls;
+	struct api_response resp = {0};
+	enum MHD_Result ok;
 	if (!rs) {
 		rs = calloc(1, sizeof(*rs));
 		*con_cls = rs;
@@ -172,11 +211,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	if (rs->upload) {
 		if (*upload_data_size) {
-			bool go_on = upload_write(rs->upload, upload_data, *upload_data_size);
+			bool go_on = api_upload_write(rs->upload, upload_data, *upload_data_size);
 			*upload_data_size = 0;
 			return go_on ? MHD_YES : MHD_NO;
 		}
-		return upload_end(rs->upload, c);
+		api_upload_end(rs->upload, &resp);
+		ok = serve(l->d, c, &resp);
+		api_response_release(&resp);
+		return ok;
 	}
 	if (*upload_data_size) {
 		/* keep one byte past the limit, so the API can answer 413 */
@@ -201,27 +243,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.body_len = rs->len;
 	struct api_ctx ctx;
 	make_ctx(l, &ctx);
-	struct api_response resp = {0};
 	ctx.store = store_pool_get(&l->d->pool);
-	enum MHD_Result ok;
-	if (api_request_is_sandbox(&req)) {
-		ok = sandbox_serve(l->d, c, &ctx, &req);
-		store_pool_put(&l->d->pool, ctx.store);
-		return ok;
-	}
-	if (api_request_wants_stream(&req)) {
-		struct api_stream s;
-		int r = api_stream_begin(&ctx, &req, &s, &resp);
-		store_pool_put(&l->d->pool, ctx.store);
-		if (r == 0)
-			ok = stream_start(l->d, c, &s);
-		else
-			ok = server_send(c, &resp);
-	} else {
-		(void)api_handle(&ctx, &req, &resp);
-		store_pool_put(&l->d->pool, ctx.store);
-		ok = server_send(c, &resp);
-	}
+	(void)api_handle(&ctx, &req, &resp);
+	store_pool_put(&l->d->pool, ctx.store);
+	ok = serve(l->d, c, &resp);
 	api_response_release(&resp);
 	return ok;
 }
@@ -234,7 +259,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	struct request_state *rs = *con_cls;
 	if (rs) {
-		upload_free(rs->upload);
+		api_upload_free(rs->upload);
 		free(rs->body);
 		free(rs);
 	}

@@ -1,7 +1,12 @@
+/*
+ * stream.c - a task's logs as they grow and its events as Server-Sent
+ * Events (stream.h).
+ */
 #include "daemon/stream.h"
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "core/layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,8 +65,8 @@ static bool task_is_over(struct stream *s, uint32_t *ret_attempt)
 static void attempt_path(struct stream *s, uint32_t attempt, const char *file, char *buf,
 			 size_t size)
 {
-	snprintf(buf, size, "%s/tasks/%s/attempt-%" PRIu32 "/%s", s->d->cfg.state_dir, s->s.id,
-		 attempt, file);
+	if (layout_attempt_file(buf, size, s->d->cfg.state_dir, s->s.id, attempt, file) < 0)
+		buf[0] = '\0'; /* opens nothing */
 }
 
 /* Read the durable new part of the current attempt's output into pending. */
@@ -78,12 +83,12 @@ static int fill_logs(struct stream *s)
 			return -ENOMEM;
 	}
 	uint64_t durable = 0;
-	attempt_path(s, s->attempt, "output.len", path, sizeof(path));
+	attempt_path(s, s->attempt, LAYOUT_OUTPUT_LEN, path, sizeof(path));
 	(void)read_u64_at(AT_FDCWD, path, &durable);
 	if (durable > s->offset) {
 		size_t len = durable - s->offset > 65536 ? 65536 : (size_t)(durable - s->offset);
 		char buf[65536];
-		attempt_path(s, s->attempt, "output", path, sizeof(path));
+		attempt_path(s, s->attempt, LAYOUT_OUTPUT, path, sizeof(path));
 		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		ssize_t n = fd >= 0 ? pread(fd, buf, len, (off_t)s->offset) : -1;
 		if (n > 0) {
@@ -92,7 +97,7 @@ static int fill_logs(struct stream *s)
 		}
 	}
 	/* this attempt's output is all sent: move on once it has ended */
-	attempt_path(s, s->attempt, "result.json", path, sizeof(path));
+	attempt_path(s, s->attempt, LAYOUT_RESULT, path, sizeof(path));
 	bool ended = access(path, F_OK) == 0;
 	if (ended && s->attempt < attempt) {
 		char marker[64];

@@ -3,13 +3,16 @@
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "base/spawn.h"
+#include "core/layout.h"
 #include "core/task.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,10 +48,29 @@ struct sched {
 	size_t nrun, cap;
 };
 
-static void attempt_dir(const struct sched *s, const char *id, uint32_t attempt, char *buf,
-			size_t size)
+/* <state>/tasks/<id>/attempt-<N>/<name> into buf[PATH_MAX]: 0 or -ENAMETOOLONG. */
+static int attempt_file(const struct sched *s, const char *id, uint32_t attempt, const char *name,
+			char buf[static PATH_MAX])
 {
-	snprintf(buf, size, "%s/tasks/%s/attempt-%" PRIu32, s->cfg.state_dir, id, attempt);
+	return layout_attempt_file(buf, PATH_MAX, s->cfg.state_dir, id, attempt, name);
+}
+
+static int64_t now_ms(const struct sched *s)
+{
+	return s->cfg.now_ms ? s->cfg.now_ms(s->cfg.data) : wall_clock_ms();
+}
+
+/* Tell cfg.log, if any: the caller's program prints it, or not. */
+__attribute__((format(printf, 2, 3))) static void say(const struct sched *s, const char *fmt, ...)
+{
+	if (!s->cfg.log)
+		return;
+	char msg[ERROR_MSG_MAX + 128]; /* a task id and an error message fit */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->cfg.log(s->cfg.data, msg);
 }
 
 int sched_new(const struct sched_config *cfg, struct store *st, struct sched **ret,
@@ -155,16 +177,16 @@ static int count_imported(struct sched *s, struct running *r, struct error *err)
  */
 static int import_events(struct sched *s, struct running *r, struct error *err)
 {
-	char dir[4096], path[4200];
-	attempt_dir(s, r->id, r->attempt, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/events.len", dir);
+	char path[PATH_MAX];
 	uint64_t durable;
-	if (read_u64_at(AT_FDCWD, path, &durable) < 0 || durable <= r->offset)
+	if (attempt_file(s, r->id, r->attempt, LAYOUT_EVENTS_LEN, path) < 0 ||
+	    read_u64_at(AT_FDCWD, path, &durable) < 0 || durable <= r->offset)
 		return 1;
 	bool last = durable - r->offset <= IMPORT_CHUNK;
 	if (!last)
 		durable = r->offset + IMPORT_CHUNK;
-	snprintf(path, sizeof(path), "%s/events", dir);
+	if (attempt_file(s, r->id, r->attempt, LAYOUT_EVENTS, path) < 0)
+		return 1;
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return 1;
@@ -223,9 +245,9 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 static int read_result(struct sched *s, struct running *r, enum task_status *end, int *exit_code,
 		       char **error)
 {
-	char path[4200];
-	attempt_dir(s, r->id, r->attempt, path, sizeof(path));
-	strncat(path, "/result.json", sizeof(path) - strlen(path) - 1);
+	char path[PATH_MAX];
+	if (attempt_file(s, r->id, r->attempt, LAYOUT_RESULT, path) < 0)
+		return -EINVAL;
 	json_t *j = json_load_file(path, 0, NULL);
 	if (!j)
 		return access(path, F_OK) == 0 ? -EINVAL : -ENOENT;
@@ -254,8 +276,7 @@ static int finish(struct sched *s, struct running *r, struct error *err)
 	if (rr < 0)
 		return rr;
 	if (r->refused)
-		fprintf(stderr, "agentboxd: %s: %" PRIu64 " progress lines refused by the store\n",
-			r->id, r->refused);
+		say(s, "%s: %" PRIu64 " progress lines refused by the store", r->id, r->refused);
 	enum task_status end;
 	int exit_code = -1;
 	_cleanup_free_ char *error = NULL;
@@ -267,8 +288,8 @@ static int finish(struct sched *s, struct running *r, struct error *err)
 		error = strdup(rr == -ENOENT ? "the supervisor ended without a result"
 					     : "the attempt's result.json is unreadable");
 	}
-	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error,
-				    wall_clock_ms(), NULL, err);
+	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error, now_ms(s),
+				    NULL, err);
 	if (rr == -ESTALE)
 		rr = 0; /* recorded already, by an earlier run of ours */
 	return rr;
@@ -281,12 +302,11 @@ static int finish(struct sched *s, struct running *r, struct error *err)
  */
 static int supervisor_pidfd(struct sched *s, struct running *r)
 {
-	char dir[4096], path[4200], text[64];
-	attempt_dir(s, r->id, r->attempt, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/supervisor", dir);
+	char path[PATH_MAX], text[64];
 	int pid = 0;
 	unsigned long long want = 0, have = 0;
-	if (read_file_at(AT_FDCWD, path, text, sizeof(text)) <= 0 ||
+	if (attempt_file(s, r->id, r->attempt, LAYOUT_SUPERVISOR_PID, path) < 0 ||
+	    read_file_at(AT_FDCWD, path, text, sizeof(text)) <= 0 ||
 	    sscanf(text, "%d %llu", &pid, &want) != 2 || pid <= 0)
 		return -1;
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -317,7 +337,7 @@ static void cancel_if_asked(struct sched *s, struct running *r)
 		r->cancel_sent = true;
 }
 
-static int write_attempt_json(const char *dir, const struct task *t)
+static int write_attempt_json(const char *path, const struct task *t)
 {
 	json_t *spec = json_loads(t->spec_json, 0, NULL);
 	json_t *root = spec ? json_pack("{s:s, s:I, s:o}", "task_id", t->id, "attempt",
@@ -329,8 +349,6 @@ static int write_attempt_json(const char *dir, const struct task *t)
 	json_decref(root);
 	if (!text)
 		return -ENOMEM;
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/attempt.json", dir);
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
@@ -340,6 +358,12 @@ static int write_attempt_json(const char *dir, const struct task *t)
 	return r;
 }
 
+static int spawn_real(const char *supervisor_path, const char *attempt_dir, int lock_fd)
+{
+	pid_t pid;
+	return spawn_helper(supervisor_path, attempt_dir, &lock_fd, 1, &pid);
+}
+
 /*
  * Start the supervisor of t's new attempt. We take the attempt's lock and
  * hand that very open file to the supervisor as fd 3, then let go of ours:
@@ -347,14 +371,15 @@ static int write_attempt_json(const char *dir, const struct task *t)
  */
 static int start_attempt(struct sched *s, const struct task *t, struct error *err)
 {
-	char dir[4096], path[4200];
-	attempt_dir(s, t->id, t->attempt, dir, sizeof(dir));
-	int r = mkdir_p_at(AT_FDCWD, dir, 0700);
-	if (r < 0)
+	char dir[PATH_MAX], path[PATH_MAX];
+	int r = layout_attempt_dir(dir, sizeof(dir), s->cfg.state_dir, t->id, t->attempt);
+	if (r < 0 || (r = mkdir_p_at(AT_FDCWD, dir, 0700)) < 0)
 		return error_set_errno(err, -r, "%s", dir);
-	if ((r = write_attempt_json(dir, t)) < 0)
-		return error_set_errno(err, -r, "%s/attempt.json", dir);
-	snprintf(path, sizeof(path), "%s/lock", dir);
+	if ((r = attempt_file(s, t->id, t->attempt, LAYOUT_ATTEMPT_JSON, path)) < 0 ||
+	    (r = write_attempt_json(path, t)) < 0)
+		return error_set_errno(err, -r, "%s", path);
+	if ((r = attempt_file(s, t->id, t->attempt, LAYOUT_LOCK, path)) < 0)
+		return error_set_errno(err, -r, "%s", path);
 	_cleanup_close_ int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
 		return error_set_errno(err, errno, "%s", path);
@@ -368,8 +393,8 @@ static int start_attempt(struct sched *s, const struct task *t, struct error *er
 		return error_set(err, ENOMEM, "out of memory");
 	/* born with the cancel signals blocked: a cancel sent before the
 	 * supervisor is ready waits for it, and is recorded as a cancel */
-	pid_t pid;
-	r = spawn_helper(s->cfg.supervisor_path, dir, &lock, 1, &pid);
+	r = s->cfg.spawn ? s->cfg.spawn(s->cfg.data, s->cfg.supervisor_path, dir, lock)
+			 : spawn_real(s->cfg.supervisor_path, dir, lock);
 	if (r < 0) {
 		untrack(s, tracked);
 		return error_set_errno(err, -r, "cannot start %s", s->cfg.supervisor_path);
@@ -388,7 +413,7 @@ static int claim_and_start(struct sched *s, struct error *err)
 {
 	while (s->nrun < s->cfg.max_running) {
 		struct task t = {0};
-		int r = store_task_claim(s->st, wall_clock_ms(), &t, err);
+		int r = store_task_claim(s->st, now_ms(s), &t, err);
 		if (r == -ENOENT)
 			return 0;
 		if (r < 0)
@@ -397,7 +422,7 @@ static int claim_and_start(struct sched *s, struct error *err)
 		if (start_attempt(s, &t, &serr) < 0) {
 			/* this attempt never ran: it is lost, and retried if the task allows */
 			(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
-						     serr.msg, wall_clock_ms(), NULL, err);
+						     serr.msg, now_ms(s), NULL, err);
 		}
 		task_release(&t);
 	}
@@ -418,7 +443,7 @@ int sched_step(struct sched *s, struct error *err)
 			if (rr < 0) {
 				/* again next step; the others and the queue go on meanwhile */
 				if (rr != -EAGAIN)
-					fprintf(stderr, "agentboxd: %s: %s\n", r->id, terr.msg);
+					say(s, "%s: %s", r->id, terr.msg);
 				i++;
 				continue;
 			}
@@ -434,10 +459,10 @@ int sched_step(struct sched *s, struct error *err)
 static int recover_one(const struct task *t, void *data)
 {
 	struct sched *s = data;
-	char dir[4096], path[4200];
-	attempt_dir(s, t->id, t->attempt, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/lock", dir);
-	int probe = open(path, O_RDWR | O_CLOEXEC);
+	char path[PATH_MAX];
+	int probe = attempt_file(s, t->id, t->attempt, LAYOUT_LOCK, path) < 0
+			? -1
+			: open(path, O_RDWR | O_CLOEXEC);
 	struct running *r = track(s, t->id, t->attempt, probe);
 	if (!r) {
 		if (probe >= 0)
@@ -457,12 +482,12 @@ static bool never_started(struct sched *s, struct running *r)
 {
 	if (supervisor_is_alive(r))
 		return false;
-	char dir[4096], path[4200];
-	attempt_dir(s, r->id, r->attempt, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/supervisor", dir);
-	if (access(path, F_OK) == 0 || errno != ENOENT)
+	char path[PATH_MAX];
+	if (attempt_file(s, r->id, r->attempt, LAYOUT_SUPERVISOR_PID, path) < 0 ||
+	    access(path, F_OK) == 0 || errno != ENOENT)
 		return false;
-	snprintf(path, sizeof(path), "%s/result.json", dir);
+	if (attempt_file(s, r->id, r->attempt, LAYOUT_RESULT, path) < 0)
+		return false;
 	return access(path, F_OK) < 0 && errno == ENOENT;
 }
 
@@ -485,14 +510,11 @@ static int restart_unstarted(struct sched *s, struct error *err)
 		struct error serr = {0};
 		int r = store_task_get(s->st, ids[i], &t, &serr);
 		if (r == 0 && t.status == TASK_RUNNING) {
-			fprintf(stderr,
-				"agentboxd: %s: attempt %" PRIu32
-				" was claimed but never started; starting it\n",
-				t.id, t.attempt);
+			say(s, "%s: attempt %" PRIu32 " was claimed but never started; starting it",
+			    t.id, t.attempt);
 			if (start_attempt(s, &t, &serr) < 0)
 				(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
-							     serr.msg, wall_clock_ms(), NULL,
-							     &serr);
+							     serr.msg, now_ms(s), NULL, &serr);
 		}
 		task_release(&t);
 	}

@@ -12,8 +12,11 @@
  *     max_running run, and start a supervisor for each.
  *
  * The supervisors are not tied to the daemon: after a restart,
- * sched_recover() finds each running task's supervisor again (pid and
- * start time in its attempt directory), or records the attempt as lost.
+ * sched_recover() finds each running task's supervisor again by the lock
+ * it holds on its attempt. An attempt whose lock is free is ended by the
+ * next step: from its result.json, or as lost when it has none. One with
+ * a free lock, no pid file and no result was claimed by a daemon that
+ * stopped before starting it: it never ran, and is started now.
  * Importing is idempotent: journal lines already in the store (counted
  * per attempt) are skipped, so a crash between import and commit never
  * duplicates or drops an event.
@@ -33,9 +36,38 @@
 #define SCHED_MAX_RUNNING_MAX	  1024
 
 struct sched_config {
-	const char *state_dir;	     /* <state>/tasks/... (see supervisor/attempt.h) */
+	const char *state_dir;	     /* <state>/tasks/... (core/layout.h) */
 	const char *supervisor_path; /* the agentbox-supervisor binary */
 	unsigned max_running;
+
+	/*
+	 * What a person running the daemon should know and no caller gets
+	 * back as an error: a task's end that cannot be recorded yet,
+	 * progress lines the store refused, an attempt started again after
+	 * a restart. msg is one line without a newline or a program name,
+	 * valid only during the call. NULL: say nothing.
+	 */
+	void (*log)(void *data, const char *msg);
+
+	/*
+	 * The time stamped on claims and ends, in ms since the epoch. NULL:
+	 * the wall clock (wall_clock_ms()).
+	 */
+	int64_t (*now_ms)(void *data);
+
+	/*
+	 * Start the supervisor of the attempt in attempt_dir (which holds
+	 * attempt.json), handing it lock_fd as its fd 3, and return without
+	 * waiting for it: 0, or -errno (the attempt is then recorded as
+	 * lost). lock_fd is the attempt's lock file, flock()ed LOCK_EX by
+	 * the scheduler; the scheduler closes its own copy once spawn
+	 * returns, so the attempt counts as running exactly while whoever
+	 * spawn gave that open file to keeps it. NULL: spawn_helper()
+	 * (base/spawn.h) runs supervisor_path with attempt_dir as argument.
+	 */
+	int (*spawn)(void *data, const char *supervisor_path, const char *attempt_dir, int lock_fd);
+
+	void *data; /* handed to log, now_ms and spawn */
 };
 
 struct sched;
@@ -44,7 +76,7 @@ int sched_new(const struct sched_config *cfg, struct store *st, struct sched **r
 	      struct error *err);
 struct sched *sched_free(struct sched *s);
 
-/* At startup: reattach to the supervisors of running tasks. */
+/* At startup: reattach to the supervisors of running tasks (see above). */
 int sched_recover(struct sched *s, struct error *err);
 
 /* One pass of the loop above. Errors of one task are recorded on it, not returned. */

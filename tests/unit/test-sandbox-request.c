@@ -181,100 +181,12 @@ static void test_timeout_and_kill(void **state)
 	assert_int_equal(e.code, API_ERR_UNKNOWN_FIELD);
 }
 
-/* ---- the route checks ---------------------------------------------------- */
-
-static int begin(const char *method, const char *path, const char *query,
-		 struct api_sandbox_call *call, struct api_response *resp)
-{
-	struct api_ctx ctx = {0};
-	struct api_request req = {.method = method, .path = path, .query = query};
-	return api_sandbox_begin(&ctx, &req, call, resp);
-}
-
-static void expect_error(const char *method, const char *path, const char *query, int status,
-			 const char *code)
-{
-	struct api_sandbox_call call;
-	struct api_response resp = {0};
-	assert_int_equal(begin(method, path, query, &call, &resp), -EINVAL);
-	if (resp.status != status || !strstr(resp.body, code))
-		fail_msg("%s %s?%s: %d %s, want %d %s", method, path, query ? query : "",
-			 resp.status, resp.body, status, code);
-	api_response_release(&resp);
-}
-
-static void test_route_checks(void **state)
-{
-	(void)state;
-	struct api_sandbox_call call;
-	struct api_response resp = {0};
-	struct api_request req = {.method = "GET", .path = "/v1/sandboxes/" SBX};
-	assert_true(api_request_is_sandbox(&req));
-	req.path = "/v1/tasks";
-	assert_false(api_request_is_sandbox(&req));
-
-	assert_int_equal(
-	    begin("GET", "/v1/sandboxes/" SBX "/processes/42/output", "follow=1", &call, &resp), 0);
-	assert_int_equal(call.route, API_ROUTE_PROCESS_OUTPUT);
-	assert_string_equal(call.id, SBX);
-	assert_int_equal(call.pid, 42);
-	assert_true(call.follow);
-
-	assert_int_equal(
-	    begin("GET", "/v1/sandboxes/" SBX "/files", "path=%2Ftmp%2Fa&list=1", &call, &resp), 0);
-	assert_string_equal(call.path, "/tmp/a");
-	assert_true(call.list);
-	assert_int_equal(begin("GET", "/v1/sandboxes", "status=ended&limit=3", &call, &resp), 0);
-	assert_string_equal(call.status, "ended");
-	assert_int_equal(call.limit, 3);
-
-	expect_error("GET", "/v1/sandboxes/tsk_8e3x0k0c3y7qk4f4h5vbb2s1mw", NULL, 400,
-		     "invalid_id");
-	expect_error("GET", "/v1/sandboxes/sbx_x", NULL, 400, "invalid_id");
-	expect_error("GET", "/v1/sandboxes/" SBX "/processes/0/output", NULL, 400, "invalid_id");
-	expect_error("GET", "/v1/sandboxes/" SBX "/processes/-1/output", NULL, 400, "invalid_id");
-	expect_error("GET", "/v1/sandboxes/" SBX "/processes/007/output", NULL, 400, "invalid_id");
-	expect_error("GET", "/v1/sandboxes/" SBX "/processes/99999999/output", NULL, 400,
-		     "invalid_id");
-	expect_error("PATCH", "/v1/sandboxes/" SBX, NULL, 405, "method_not_allowed");
-	expect_error("GET", "/v1/sandboxes/" SBX "/files", NULL, 400, "missing_field");
-	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=rel", 400, "invalid_field");
-	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa%00b", 400, "invalid_field");
-	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa&mode=4755", 400,
-		     "unknown_field");
-	expect_error("GET", "/v1/sandboxes/" SBX "/files", "path=%2Fa&list=2", 400,
-		     "invalid_field");
-	expect_error("GET", "/v1/sandboxes", "after=nope", 400, "invalid_field");
-	expect_error("GET", "/v1/sandboxes", "limit=0", 400, "invalid_field");
-
-	/* a raw file body may be larger than a JSON body, a JSON one may not */
-	struct api_ctx ctx = {0};
-	req = (struct api_request){.method = "PUT",
-				   .path = "/v1/sandboxes/" SBX "/files",
-				   .query = "path=%2Ftmp%2Fa",
-				   .body_len = API_BODY_MAX + 1};
-	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), 0);
-	req = (struct api_request){.method = "POST",
-				   .path = "/v1/sandboxes/" SBX "/exec",
-				   .content_type = "application/json",
-				   .body_len = API_BODY_MAX + 1};
-	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), -EINVAL);
-	assert_int_equal(resp.status, 413);
-	api_response_release(&resp);
-	/* exec needs a JSON body */
-	req.body_len = 2;
-	req.content_type = "text/plain";
-	assert_int_equal(api_sandbox_begin(&ctx, &req, &call, &resp), -EINVAL);
-	assert_int_equal(resp.status, 415);
-	api_response_release(&resp);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_create_defaults),  cmocka_unit_test(test_create_full),
 	    cmocka_unit_test(test_create_errors),    cmocka_unit_test(test_exec),
-	    cmocka_unit_test(test_timeout_and_kill), cmocka_unit_test(test_route_checks),
+	    cmocka_unit_test(test_timeout_and_kill),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

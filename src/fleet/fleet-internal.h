@@ -1,11 +1,13 @@
 /*
- * fleet-internal.h - what fleet.c (members, shims, the keeper, the pool,
- * recovery) and fleet-ops.c (the requests of the API) share.
+ * fleet-internal.h - what the files of the fleet share: fleet.c (members,
+ * shims, ends), fleet-pool.c (the keeper, the warm pool, recovery),
+ * fleet-ops.c (the sandbox's lifecycle) and fleet-proc.c (commands and
+ * files, through the shim).
  */
-#ifndef AGENTBOX_DAEMON_FLEET_INTERNAL_H
-#define AGENTBOX_DAEMON_FLEET_INTERNAL_H
+#ifndef AGENTBOX_FLEET_FLEET_INTERNAL_H
+#define AGENTBOX_FLEET_FLEET_INTERNAL_H
 
-#include "daemon/fleet.h"
+#include "fleet/fleet.h"
 
 #include <pthread.h>
 
@@ -18,7 +20,6 @@ struct member {
 
 struct fleet {
 	struct fleet_config cfg;
-	char default_spec[512]; /* the canonical spec of the default limits */
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* a member went away */
 	struct member *m;
@@ -28,6 +29,17 @@ struct fleet {
 	volatile int stopping;
 };
 
+/* The time to record: cfg.now_ms(), or the wall clock. */
+int64_t fleet_now(const struct fleet *f);
+
+/* Tell cfg.log, if any, a formatted line. */
+void fleet_log(struct fleet *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The directory of sandbox id (core/layout.h). 0 or -ENAMETOOLONG. */
+int fleet_dir(const struct fleet *f, const char *id, char *buf, size_t size);
+
+/* Watch the shim of id, whose lock lock_fd opened (taken). 0 or -ENOMEM. */
+int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled);
 /* With f->lock held: the member for id, or NULL. */
 struct member *fleet_find_member(struct fleet *f, const char *id);
 /* With f->lock held: forget m (closes its lock fd). */
@@ -44,10 +56,17 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
 		     int64_t expires_at, bool pooled, struct error *err);
 /*
  * Tell the shim of id op ("stop", "pause", ..., or "expire" with
- * expires_at) and take its reply. 0 or -errno with err.
+ * expires_at) and take its reply. 0 or -errno with err (the shim's own
+ * errno, not -EREMOTEIO: callers map it).
  */
 int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_at, int timeout_ms,
 	       struct error *err);
+/*
+ * One request to the shim of id, one reply (and its fd, if ret_fd). 0,
+ * or -EREMOTEIO with err->code the shim's errno (fleet.h).
+ */
+int fleet_call(struct fleet *f, const char *id, json_t *request, int pass_fd, json_t **ret_reply,
+	       int *ret_fd, struct error *err);
 /* Remove the directory of a sandbox whose shim is gone. */
 void fleet_remove_dir(struct fleet *f, const char *id);
 /*
@@ -57,5 +76,7 @@ void fleet_remove_dir(struct fleet *f, const char *id);
  */
 int fleet_record_end(struct fleet *f, struct store *st, const char *id, bool pooled,
 		     struct error *err);
+/* As fleet_record_end(), telling cfg.log when it fails. */
+void fleet_record_end_or_log(struct fleet *f, struct store *st, const char *id, bool pooled);
 
 #endif

@@ -1,6 +1,8 @@
 /*
- * sandbox-stream.c - a process's output as Server-Sent Events, for exec
- * with Accept: text/event-stream and .../processes/{pid}/output?follow=1.
+ * process-stream.c - a process's output as Server-Sent Events, for exec
+ * with Accept: text/event-stream and .../processes/{pid}/output?follow=1
+ * (the API checked the request and started or found the process: its
+ * response is an API_RESPONSE_PROCESS_STREAM).
  *
  * The shim writes the output to procs/<pid>.out and .err and tells the
  * connection when they grew ("output") and when the process ended
@@ -9,13 +11,12 @@
  * exit record with everything before it sent. A client that goes away
  * closes only this connection: the process goes on.
  */
-#include "daemon/sandbox-internal.h"
+#include "daemon/stream.h"
 
 #include "api/json-util.h"
 #include "base/cleanup.h"
 #include "base/fileio.h"
-#include "daemon/fleet.h"
-#include "shim/client.h"
+#include "core/layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,9 +49,8 @@ struct sse {
 static int open_output(struct sse *s, const char *ext)
 {
 	char path[4400];
-	fleet_dir(s->d->fleet, s->id, path, sizeof(path) - 64);
-	size_t n = strlen(path);
-	snprintf(path + n, sizeof(path) - n, "/procs/%ld.%s", s->pid, ext);
+	if (layout_proc_file(path, sizeof(path), s->d->cfg.state_dir, s->id, s->pid, ext) < 0)
+		return -1;
 	return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 }
 
@@ -100,7 +100,7 @@ static void listen_shim(struct sse *s, int wait_ms)
 	for (;;) {
 		json_t *m = NULL;
 		struct error err = {0};
-		int r = shim_recv(s->shim_fd, 0, &m, NULL, &err);
+		int r = fleet_next_notice(s->shim_fd, 0, &m, &err);
 		if (r == -ETIMEDOUT)
 			return;
 		if (r < 0) {
@@ -125,13 +125,13 @@ static void fill(struct sse *s)
 		return;
 	}
 	bool had_exit = s->exit != NULL;
-	size_t got = drain(s, &s->out_fd, &s->out_off, "out", "stdout");
-	got += drain(s, &s->err_fd, &s->err_off, "err", "stderr");
+	size_t got = drain(s, &s->out_fd, &s->out_off, LAYOUT_PROC_OUT, "stdout");
+	got += drain(s, &s->err_fd, &s->err_off, LAYOUT_PROC_ERR, "stderr");
 	if (got)
 		return;
 	if (had_exit) {
 		/* every byte written before the exit record was read above */
-		json_t *r = sandbox_exit_json(s->pid, s->exit);
+		json_t *r = api_exit_json(s->pid, s->exit);
 		jbuf_puts(&s->pending, "event: exit\ndata: ");
 		jbuf_json(&s->pending, r ? r : json_object());
 		jbuf_puts(&s->pending, "\n\n");
@@ -188,10 +188,9 @@ static void sse_free(void *cls)
 	free(s);
 }
 
-enum MHD_Result sandbox_stream_start(struct daemon *d, struct MHD_Connection *c, const char *id,
-				     int shim_fd, long pid, bool exec)
+enum MHD_Result process_stream_start(struct daemon *d, struct MHD_Connection *c, const char *id,
+				     int shim_fd, long pid)
 {
-	(void)exec;
 	struct sse *s = calloc(1, sizeof(*s));
 	if (!s) {
 		close(shim_fd);
@@ -212,33 +211,6 @@ enum MHD_Result sandbox_stream_start(struct daemon *d, struct MHD_Connection *c,
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	enum MHD_Result ok = MHD_queue_response(c, 200, r);
-	MHD_destroy_response(r);
-	return ok;
-}
-
-enum MHD_Result sandbox_stream_failed(struct MHD_Connection *c, json_t *result)
-{
-	struct jbuf b = {0};
-	json_t *err = json_object_get(result, "stderr");
-	jbuf_puts(&b, "event: stderr\ndata: {\"data\":");
-	jbuf_json(&b, err ? err : json_string(""));
-	jbuf_puts(&b, "}\n\nevent: exit\ndata: ");
-	json_object_del(result, "stdout");
-	json_object_del(result, "stderr");
-	jbuf_json(&b, result);
-	jbuf_puts(&b, "\n\n");
-	json_decref(result);
-	char *text = NULL;
-	size_t len = 0;
-	if (jbuf_finish(&b, &text, &len) < 0)
-		return MHD_NO;
-	struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	enum MHD_Result ok = MHD_queue_response(c, 200, r);
 	MHD_destroy_response(r);
 	return ok;

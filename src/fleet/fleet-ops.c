@@ -1,0 +1,200 @@
+/*
+ * fleet-ops.c - a sandbox's lifecycle as the API asks for it (fleet.h):
+ * make one (from the pool, or on demand), find a live one, delete,
+ * pause, set the expiry.
+ */
+#include "fleet/fleet-internal.h"
+
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "core/layout.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int fleet_get_live(struct fleet *f, struct store *st, const char *id, bool need_running,
+		   struct sandbox_record *ret, struct error *err)
+{
+	(void)f;
+	int r = store_sandbox_get(st, id, ret, err);
+	if (r == -ENOENT)
+		return error_set(err, ENOENT, "no sandbox %s", id);
+	if (r < 0)
+		return r;
+	if (ret->status == SANDBOX_POOLED) {
+		sandbox_record_release(ret);
+		return error_set(err, ENOENT, "no sandbox %s", id);
+	}
+	if (ret->status == SANDBOX_ENDED) {
+		sandbox_record_release(ret);
+		return error_set(err, ESTALE, "the sandbox %s has ended", id);
+	}
+	if (need_running && ret->status == SANDBOX_PAUSED) {
+		sandbox_record_release(ret);
+		return error_set(err, EBUSY, "the sandbox %s is paused: resume it first", id);
+	}
+	return 0;
+}
+
+/* A store failure r on sandbox id, in fleet.h's codes. */
+static int store_failed(int r, const char *id, struct error *err)
+{
+	if (r == -ENOENT)
+		return error_set(err, ENOENT, "no sandbox %s", id);
+	if (r == -ESTALE)
+		return error_set(err, ESTALE, "the sandbox %s has ended", id);
+	return r;
+}
+
+/* A shim's refusal r (its own errno) as fleet.h's -EREMOTEIO. */
+static int shim_refused(int r, struct error *err)
+{
+	err->code = -r;
+	return -EREMOTEIO;
+}
+
+/* Take a pooled sandbox, if one is ready. */
+static bool take_pooled(struct fleet *f, char id[SANDBOX_ID_SIZE])
+{
+	bool got = false;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->n && !got; i++) {
+		if (f->m[i].pooled && fleet_shim_alive(f->m[i].lock_fd)) {
+			f->m[i].pooled = false;
+			memcpy(id, f->m[i].id, SANDBOX_ID_SIZE);
+			got = true;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	return got;
+}
+
+static int claim_pooled(struct fleet *f, struct store *st, const char *id,
+			const struct fleet_spec *spec, int64_t now, struct error *err)
+{
+	char dir[4200];
+	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
+		return error_set(err, ENAMETOOLONG, "the state directory's path is too long");
+	json_t *sj = json_loads(spec->spec_json, 0, NULL);
+	json_t *env = json_object_get(sj, "env");
+	int r = sj ? 0 : -ENOMEM;
+	if (r == 0 && json_object_size(env) > 0) {
+		/* a pooled sandbox was made with an empty env.json: only a real env is written */
+		_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		r = dfd < 0 ? -errno : fleet_write_json(dfd, LAYOUT_ENV_JSON, env);
+	}
+	json_decref(sj);
+	if (r < 0)
+		return error_set_errno(err, -r, "%s/" LAYOUT_ENV_JSON, dir);
+	int64_t expires = now + spec->timeout_ms;
+	if ((r = store_sandbox_claim(st, id, now, expires, spec->metadata_json, err)) < 0)
+		return r;
+	return fleet_tell(f, id, "expire", expires, 5000, err);
+}
+
+int fleet_create(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
+		 struct sandbox_record *ret, struct error *err)
+{
+	char id[SANDBOX_ID_SIZE];
+	int r;
+	while (spec->default_limits && take_pooled(f, id)) {
+		if ((r = claim_pooled(f, st, id, spec, now, err)) == 0)
+			return fleet_get_live(f, st, id, false, ret, err);
+		/* that one was no good: it ends, and the next is tried */
+		fleet_log(f, "pooled sandbox %s: %s", id, err->msg);
+		(void)fleet_tell(f, id, "stop", 0, 2000, err);
+	}
+	struct sandbox_record s = {.status = SANDBOX_RUNNING,
+				   .created_at = now,
+				   .expires_at = now + spec->timeout_ms,
+				   .spec_json = (char *)spec->spec_json,
+				   .metadata_json = (char *)spec->metadata_json};
+	if ((r = sandbox_id_new(s.id)) < 0)
+		return error_set_errno(err, -r, "a new sandbox id");
+	if ((r = store_sandbox_insert(st, &s, err)) < 0)
+		return r;
+	json_t *sj = json_loads(spec->spec_json, 0, NULL);
+	_cleanup_free_ char *env = sj ? json_dumps(json_object_get(sj, "env"), JSON_COMPACT) : NULL;
+	json_decref(sj);
+	r = env ? fleet_start_shim(f, s.id, spec->spec_json, env, s.expires_at, false, err)
+		: error_set(err, ENOMEM, "out of memory");
+	if (r < 0) {
+		struct error e2 = {0};
+		(void)store_sandbox_end(st, s.id, fleet_now(f), "failed", err->msg, &e2);
+		fleet_remove_dir(f, s.id);
+		err->code = ECHILD;
+		return -ECHILD;
+	}
+	return fleet_get_live(f, st, s.id, false, ret, err);
+}
+
+int fleet_delete(struct fleet *f, struct store *st, const char *id, struct error *err)
+{
+	struct sandbox_record s = {0};
+	int r = fleet_get_live(f, st, id, false, &s, err);
+	if (r < 0)
+		return r;
+	sandbox_record_release(&s);
+	pthread_mutex_lock(&f->lock);
+	struct member *m = fleet_find_member(f, id);
+	if (m)
+		m->ending = true;
+	pthread_mutex_unlock(&f->lock);
+	struct error ignored = {0};
+	(void)fleet_tell(f, id, "stop", 0, 5000, &ignored);
+	/* wait for the shim to be gone (it writes end.json first) */
+	int64_t deadline = wall_clock_ms() + 10000;
+	pthread_mutex_lock(&f->lock);
+	while ((m = fleet_find_member(f, id)) && fleet_shim_alive(m->lock_fd) &&
+	       wall_clock_ms() < deadline) {
+		pthread_mutex_unlock(&f->lock);
+		usleep(2000);
+		pthread_mutex_lock(&f->lock);
+	}
+	bool gone = !m || !fleet_shim_alive(m->lock_fd);
+	if (m && gone)
+		fleet_drop_member(f, m);
+	else if (m)
+		m->ending = false;
+	pthread_mutex_unlock(&f->lock);
+	if (!gone)
+		return error_set(err, ETIMEDOUT, "sandbox %s: its supervisor did not stop", id);
+	/* end.json says "deleted": the shim wrote it for our stop */
+	r = fleet_record_end(f, st, id, false, err);
+	return r < 0 ? store_failed(r, id, err) : 0;
+}
+
+int fleet_pause(struct fleet *f, struct store *st, const char *id, bool pause, struct error *err)
+{
+	struct sandbox_record s = {0};
+	int r = fleet_get_live(f, st, id, false, &s, err);
+	if (r < 0)
+		return r;
+	enum sandbox_status from = s.status, to = pause ? SANDBOX_PAUSED : SANDBOX_RUNNING;
+	sandbox_record_release(&s);
+	if (from == to)
+		return 0;
+	if ((r = fleet_tell(f, id, pause ? "pause" : "resume", 0, FLEET_CALL_TIMEOUT_MS, err)) < 0)
+		return shim_refused(r, err);
+	r = store_sandbox_set_status(st, id, from, to, err);
+	return r < 0 ? store_failed(r, id, err) : 0;
+}
+
+int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t expires_at,
+		     struct error *err)
+{
+	struct sandbox_record s = {0};
+	int r = fleet_get_live(f, st, id, false, &s, err);
+	if (r < 0)
+		return r;
+	sandbox_record_release(&s);
+	if ((r = store_sandbox_set_expiry(st, id, expires_at, err)) < 0)
+		return store_failed(r, id, err);
+	if ((r = fleet_tell(f, id, "expire", expires_at, FLEET_CALL_TIMEOUT_MS, err)) < 0)
+		return shim_refused(r, err);
+	return 0;
+}

@@ -1,0 +1,243 @@
+/*
+ * fleet-pool.c - the fleet's keeper thread (it records the ends of shims
+ * that are gone, and keeps the warm pool full), the pool's stop on a
+ * clean exit, and recovery at start (fleet.h).
+ */
+#include "fleet/fleet-internal.h"
+
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "core/layout.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- the pool and the keeper ------------------------------------------- */
+
+static int make_pooled(struct fleet *f, struct store *st)
+{
+	struct sandbox_record s = {.status = SANDBOX_POOLED, .created_at = fleet_now(f)};
+	struct error err = {0};
+	if (sandbox_id_new(s.id) < 0)
+		return -EIO;
+	s.spec_json = (char *)f->cfg.default_spec_json;
+	s.metadata_json = (char *)"{}";
+	int r = store_sandbox_insert(st, &s, &err);
+	if (r == 0)
+		r = fleet_start_shim(f, s.id, f->cfg.default_spec_json, "{}", 0, true, &err);
+	if (r < 0) {
+		fleet_log(f, "warm pool: %s", err.msg);
+		(void)store_sandbox_delete(st, s.id, &err);
+		fleet_remove_dir(f, s.id);
+	}
+	return r;
+}
+
+static unsigned pooled_count(struct fleet *f)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->n; i++)
+		n += f->m[i].pooled;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+static void keep(struct fleet *f, struct store *st)
+{
+	/* shims that are gone */
+	for (;;) {
+		char id[SANDBOX_ID_SIZE] = "";
+		bool pooled = false;
+		pthread_mutex_lock(&f->lock);
+		for (size_t i = 0; i < f->n; i++) {
+			struct member *m = &f->m[i];
+			if (!m->ending && !fleet_shim_alive(m->lock_fd)) {
+				snprintf(id, sizeof(id), "%s", m->id);
+				pooled = m->pooled;
+				fleet_drop_member(f, m);
+				break;
+			}
+		}
+		pthread_mutex_unlock(&f->lock);
+		if (!id[0])
+			break;
+		fleet_record_end_or_log(f, st, id, pooled);
+	}
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		; /* shims we started, now gone */
+	/* the pool, one at a time so ends are seen between */
+	if (!f->stopping && pooled_count(f) < f->cfg.pool_size)
+		(void)make_pooled(f, st);
+}
+
+static void *keeper_main(void *arg)
+{
+	struct fleet *f = arg;
+	struct store *st = NULL;
+	struct error err = {0};
+	if (store_open_sqlite(f->cfg.db_path, &st, &err) < 0) {
+		fleet_log(f, "sandbox keeper: %s", err.msg);
+		return NULL;
+	}
+	while (!f->stopping) {
+		keep(f, st);
+		if (pooled_count(f) >= f->cfg.pool_size)
+			usleep(FLEET_KEEPER_TICK_MS * 1000);
+	}
+	store_close(st);
+	return NULL;
+}
+
+int fleet_start(struct fleet *f, struct error *err)
+{
+	if (pthread_create(&f->keeper, NULL, keeper_main, f) != 0)
+		return error_set(err, EAGAIN, "cannot start the sandbox keeper thread");
+	f->keeper_started = true;
+	return 0;
+}
+
+/*
+ * The pool is the daemon's own: on a clean stop its sandboxes end (the
+ * next start makes new ones). Handed-out sandboxes go on.
+ */
+static void stop_pool(struct fleet *f)
+{
+	struct store *st = NULL;
+	struct error err = {0};
+	if (store_open_sqlite(f->cfg.db_path, &st, &err) < 0)
+		return;
+	for (size_t i = 0; i < f->n; i++) {
+		if (!f->m[i].pooled)
+			continue;
+		(void)fleet_tell(f, f->m[i].id, "stop", 0, 2000, &err);
+	}
+	int64_t deadline = wall_clock_ms() + 5000;
+	for (size_t i = 0; i < f->n;) {
+		struct member *m = &f->m[i];
+		if (!m->pooled) {
+			i++;
+			continue;
+		}
+		if (fleet_shim_alive(m->lock_fd) && wall_clock_ms() < deadline) {
+			usleep(2000);
+			continue;
+		}
+		char id[SANDBOX_ID_SIZE];
+		snprintf(id, sizeof(id), "%s", m->id);
+		bool gone = !fleet_shim_alive(m->lock_fd);
+		fleet_drop_member(f, m);
+		if (gone)
+			fleet_record_end_or_log(f, st, id, true);
+	}
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	store_close(st);
+}
+
+void fleet_free(struct fleet *f)
+{
+	if (!f)
+		return;
+	f->stopping = 1;
+	if (f->keeper_started)
+		pthread_join(f->keeper, NULL);
+	stop_pool(f);
+	for (size_t i = 0; i < f->n; i++)
+		CLOSE_FD(f->m[i].lock_fd);
+	free(f->m);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->changed);
+	free(f);
+}
+
+/* ---- recovery ----------------------------------------------------------- */
+
+struct found {
+	char (*ids)[SANDBOX_ID_SIZE];
+	int64_t *expires;
+	bool *pooled;
+	size_t n, cap;
+};
+
+static int found_one(const struct sandbox_record *s, void *data)
+{
+	struct found *fo = data;
+	if (fo->n == fo->cap) {
+		size_t cap = fo->cap ? fo->cap * 2 : 64;
+		void *a = realloc(fo->ids, cap * sizeof(*fo->ids));
+		if (a)
+			fo->ids = a;
+		void *b = realloc(fo->expires, cap * sizeof(*fo->expires));
+		if (b)
+			fo->expires = b;
+		void *c = realloc(fo->pooled, cap * sizeof(*fo->pooled));
+		if (c)
+			fo->pooled = c;
+		if (!a || !b || !c)
+			return -ENOMEM;
+		fo->cap = cap;
+	}
+	snprintf(fo->ids[fo->n], SANDBOX_ID_SIZE, "%s", s->id);
+	fo->expires[fo->n] = s->expires_at;
+	fo->pooled[fo->n] = s->status == SANDBOX_POOLED;
+	fo->n++;
+	return 0;
+}
+
+int fleet_recover(struct fleet *f, struct store *st, struct error *err)
+{
+	struct found fo = {0};
+	char after[SANDBOX_ID_SIZE] = "";
+	int r = 0;
+	for (;;) {
+		size_t before = fo.n;
+		struct sandbox_filter sf = {.statuses = SANDBOX_STATUS_BIT(SANDBOX_POOLED) |
+							SANDBOX_STATUS_BIT(SANDBOX_RUNNING) |
+							SANDBOX_STATUS_BIT(SANDBOX_PAUSED),
+					    .after_id = after[0] ? after : NULL,
+					    .limit = STORE_LIST_MAX};
+		if ((r = store_sandbox_list(st, &sf, found_one, &fo, err)) < 0)
+			goto out;
+		if (fo.n - before < STORE_LIST_MAX)
+			break;
+		snprintf(after, sizeof(after), "%s", fo.ids[fo.n - 1]);
+	}
+	for (size_t i = 0; i < fo.n; i++) {
+		char path[4300];
+		int probe = layout_sandbox_file(path, sizeof(path), f->cfg.state_dir, fo.ids[i],
+						LAYOUT_LOCK) == 0
+				? open(path, O_RDWR | O_CLOEXEC)
+				: -1;
+		if (!fleet_shim_alive(probe)) {
+			if (probe >= 0)
+				close(probe);
+			fleet_record_end_or_log(f, st, fo.ids[i], fo.pooled[i]);
+			continue;
+		}
+		if ((r = fleet_add_member(f, fo.ids[i], probe, fo.pooled[i])) < 0) {
+			close(probe);
+			error_set(err, ENOMEM, "out of memory");
+			goto out;
+		}
+		if (!fo.pooled[i]) {
+			/* the store's expiry is the truth: a daemon may have died
+			 * between recording a new one and telling the shim */
+			struct error e2 = {0};
+			if (fleet_tell(f, fo.ids[i], "expire", fo.expires[i], 2000, &e2) < 0)
+				fleet_log(f, "sandbox %s: %s", fo.ids[i], e2.msg);
+		}
+	}
+	r = 0;
+out:
+	free(fo.ids);
+	free(fo.expires);
+	free(fo.pooled);
+	return r;
+}

@@ -1,0 +1,233 @@
+/*
+ * fleet.h - the interactive sandboxes: where they are, how one is made
+ * (from the warm pool or on demand), how one is asked to do something,
+ * and how their ends get recorded. A library: it answers with 0 or
+ * -errno and a struct error, never with HTTP; the API maps its codes to
+ * statuses (api/sandbox-*.c, through the one error table).
+ *
+ * Each sandbox is kept by its own agentbox-shim (src/shim/protocol.h),
+ * in <state>/sandboxes/<id>/ (core/layout.h), which outlives the daemon.
+ * The fleet knows them by id and by the lock each shim holds for its
+ * life; the store holds their records. A keeper thread (fleet-pool.c):
+ *   - notices shims that are gone (their lock is free), reads their
+ *     end.json and records the end (reason and detail) in the store, then
+ *     removes the directory;
+ *   - keeps the warm pool at its size: sandboxes with the default limits,
+ *     made ahead (status "pooled" in the store), handed out by
+ *     fleet_create() with one store write and one message to the shim.
+ * At start, fleet_recover() finds every sandbox the store says is alive:
+ * those whose shim still runs are adopted (expiry sent again), the others
+ * are recorded as ended.
+ *
+ * Result codes. Every operation returns 0 or one of these, with err
+ * saying why:
+ *   -ENOENT     no such sandbox (unknown, or still in the pool)
+ *   -ESTALE     the sandbox has ended
+ *   -EBUSY      the sandbox is paused, and the operation needs it running
+ *   -EREMOTEIO  the sandbox's shim refused: err->code is the errno it
+ *               sent (ENOENT for a missing file, ESRCH for an ended
+ *               process, ECONNREFUSED when the shim is gone, ...), and
+ *               err->msg its message
+ *   -ECHILD     fleet_create(): the sandbox could not be built
+ *   -ETIMEDOUT  fleet_delete(): the shim did not stop in time
+ *   -ENOMEM, or any other -errno: an internal failure (the store, the
+ *               state directory)
+ *
+ * The API does not call these functions by name: it is handed the
+ * operations as a struct fleet_ops (fleet_shim_ops is the real one), so
+ * its handlers are tested against a fake fleet without any shim.
+ *
+ * Thread safety: every function may be called from any thread; the fleet
+ * locks what it shares. Each caller passes its own store (a store is not
+ * thread-safe). fds handed out (ret_fd) belong to the caller.
+ */
+#ifndef AGENTBOX_FLEET_FLEET_H
+#define AGENTBOX_FLEET_FLEET_H
+
+#include "base/error.h"
+#include "core/sandbox.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The default size of the warm pool: per CPU, within bounds. */
+#define FLEET_POOL_PER_CPU 2
+#define FLEET_POOL_MAX	   64
+/* How long a shim may take to report its sandbox ready. */
+#define FLEET_READY_TIMEOUT_MS 10000
+/* How often the keeper looks at the shims and the pool. */
+#define FLEET_KEEPER_TICK_MS 50
+/* How long one request to a shim may wait for its reply. */
+#define FLEET_CALL_TIMEOUT_MS 30000
+
+struct fleet;
+
+struct fleet_config {
+	const char *state_dir;
+	const char *shim_path;
+	const char *db_path;	       /* the keeper opens its own store */
+	const char *default_spec_json; /* the canonical spec of the default limits */
+	unsigned pool_size;	       /* 0 = no pool */
+	/* Told of what went wrong where no caller waits (the keeper, the
+	 * pool, recovery): one line, no newline. NULL = silent. */
+	void (*log)(void *data, const char *msg);
+	void *log_data;
+	/* The wall clock in ms, for the times the store records (when a
+	 * pooled sandbox was made, when one ended without saying when).
+	 * NULL = CLOCK_REALTIME. Timeouts are not read from it. */
+	int64_t (*now_ms)(void);
+};
+
+/* The default pool size of this machine. */
+unsigned fleet_pool_default(void);
+
+/* A fleet for cfg (its strings must outlive it). 0 or -errno with err. */
+int fleet_new(const struct fleet_config *cfg, struct fleet **ret, struct error *err);
+
+/* Adopt or end what the store says is alive. Call once, before serving. */
+int fleet_recover(struct fleet *f, struct store *st, struct error *err);
+
+/* Start the keeper thread. */
+int fleet_start(struct fleet *f, struct error *err);
+
+/* Stop the keeper and the pool; handed-out sandboxes go on. Frees f; NULL is fine. */
+void fleet_free(struct fleet *f);
+
+/* ---- what a sandbox is asked to be and do ------------------------------ */
+
+/* POST /v1/sandboxes, checked (api/sandbox-request.h). */
+struct fleet_spec {
+	const char *spec_json;	   /* canonical {"env":{...},"limits":{...}} */
+	const char *metadata_json; /* canonical object */
+	int64_t timeout_ms;
+	bool default_limits; /* a pooled sandbox fits */
+};
+
+/* A command to run in a sandbox (POST .../exec, checked). */
+struct fleet_exec {
+	json_t *command;	/* array of strings */
+	json_t *env;		/* object of strings over the sandbox's env, or NULL */
+	const char *cwd;	/* absolute */
+	int64_t timeout_ms;	/* 0 = none */
+	const char *stdin_data; /* NULL = no stdin */
+	size_t stdin_len;
+};
+
+/* The operations the API uses; each is documented at its fleet_* function. */
+struct fleet_ops {
+	int (*create)(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
+		      struct sandbox_record *ret, struct error *err);
+	int (*get_live)(struct fleet *f, struct store *st, const char *id, bool need_running,
+			struct sandbox_record *ret, struct error *err);
+	int (*remove)(struct fleet *f, struct store *st, const char *id, struct error *err);
+	int (*pause)(struct fleet *f, struct store *st, const char *id, bool pause,
+		     struct error *err);
+	int (*set_expiry)(struct fleet *f, struct store *st, const char *id, int64_t expires_at,
+			  struct error *err);
+	int (*exec_start)(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
+			  long *ret_pid, struct error *err);
+	int (*exec_wait)(struct fleet *f, int fd, json_t **ret_exit, struct error *err);
+	int (*watch)(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err);
+	int (*processes)(struct fleet *f, const char *id, json_t **ret, struct error *err);
+	int (*kill)(struct fleet *f, const char *id, long pid, int sig, struct error *err);
+	int (*read_output)(struct fleet *f, const char *id, long pid, const char *ext, size_t max,
+			   char **ret, size_t *ret_len, bool *ret_more);
+	int (*exit_record)(struct fleet *f, const char *id, long pid, json_t **ret_exit);
+	int (*open)(struct fleet *f, const char *id, const char *path, const char *mode,
+		    int *ret_fd, char *ret_temp, size_t temp_size, struct error *err);
+	int (*unlink)(struct fleet *f, const char *id, const char *path, struct error *err);
+	int (*rename)(struct fleet *f, const char *id, const char *from, const char *to,
+		      struct error *err);
+};
+
+/* The fleet of shims: every operation below. */
+extern const struct fleet_ops fleet_shim_ops;
+
+/*
+ * Make a sandbox for spec: from the pool when spec has the default limits
+ * and one is ready, else built now (-ECHILD when that fails: its record
+ * ends "failed"). *ret gets its stored record.
+ */
+int fleet_create(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
+		 struct sandbox_record *ret, struct error *err);
+
+/*
+ * The live sandbox id: 0 with *ret filled (release it); -ENOENT, -ESTALE,
+ * or -EBUSY when need_running and it is paused.
+ */
+int fleet_get_live(struct fleet *f, struct store *st, const char *id, bool need_running,
+		   struct sandbox_record *ret, struct error *err);
+
+/* Delete: stop the shim, wait for it, record the end "deleted". */
+int fleet_delete(struct fleet *f, struct store *st, const char *id, struct error *err);
+
+/* Pause (true) or resume the sandbox; the store follows the shim. */
+int fleet_pause(struct fleet *f, struct store *st, const char *id, bool pause, struct error *err);
+
+/* A new expiry, stored first, then told to the shim. */
+int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t expires_at,
+		     struct error *err);
+
+/*
+ * Start a command: *ret_fd is the connection its shim goes on replying
+ * on ("output" notices, then "exit": fleet_exec_wait()), *ret_pid its pid.
+ * A command that could not be executed at all is -EREMOTEIO with the
+ * errno of its exec (ENOENT, EACCES, ...) in err->code.
+ */
+int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
+		     long *ret_pid, struct error *err);
+
+/*
+ * The next notice on an exec's or a watch's connection fd, waiting at
+ * most timeout_ms (0: only what is there; -1: forever): {"type":
+ * "output"} when the output files grew, {"type": "exit", ...} at the end
+ * (caller decrefs). -ETIMEDOUT when nothing came; any other -errno means
+ * the connection is over (the shim has gone).
+ */
+int fleet_next_notice(int fd, int timeout_ms, json_t **ret, struct error *err);
+
+/* Wait on an exec's connection fd for the exit record (caller decrefs). */
+int fleet_exec_wait(struct fleet *f, int fd, json_t **ret_exit, struct error *err);
+
+/* A connection on which the shim reports process pid's output and exit, as for exec. */
+int fleet_watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err);
+
+/* The shim's list of processes (its "processes" array; caller decrefs). */
+int fleet_processes(struct fleet *f, const char *id, json_t **ret, struct error *err);
+
+/* Send signal sig to process pid of the sandbox. */
+int fleet_kill(struct fleet *f, const char *id, long pid, int sig, struct error *err);
+
+/*
+ * Up to max bytes of process pid's output file (ext LAYOUT_PROC_OUT or
+ * LAYOUT_PROC_ERR), malloc'd in *ret (NUL-terminated; an absent file is
+ * empty); *ret_more set when the file is longer. 0 or -ENOMEM/-EIO.
+ */
+int fleet_read_output(struct fleet *f, const char *id, long pid, const char *ext, size_t max,
+		      char **ret, size_t *ret_len, bool *ret_more);
+
+/*
+ * Process pid's exit record (procs/<pid>.json) in *ret_exit, or NULL
+ * while it runs. -ENOENT when the sandbox has no such process.
+ */
+int fleet_exit_record(struct fleet *f, const char *id, long pid, json_t **ret_exit);
+
+/*
+ * Have the sandbox open path, as its own user, inside: mode "read" (a
+ * file), "dir" (a directory), or "write" (a new temporary file beside
+ * path, whose path goes to ret_temp; rename it in with fleet_rename()).
+ */
+int fleet_open(struct fleet *f, const char *id, const char *path, const char *mode, int *ret_fd,
+	       char *ret_temp, size_t temp_size, struct error *err);
+
+/* Remove path in the sandbox. */
+int fleet_unlink(struct fleet *f, const char *id, const char *path, struct error *err);
+
+/* Rename from to to in the sandbox. */
+int fleet_rename(struct fleet *f, const char *id, const char *from, const char *to,
+		 struct error *err);
+
+#endif
