@@ -218,9 +218,9 @@ int api_sandbox_processes(struct api_call *c)
 	json_array_foreach(procs, i, p)
 	{
 		json_t *o = json_pack(
-		    "{s:O, s:O, s:b, s:O, s:O, s:o, s:o}", "pid", json_object_get(p, "pid"),
-		    "command", json_object_get(p, "command") ?: json_array(), "running",
-		    json_is_true(json_object_get(p, "running")), "exit_code",
+		    "{s:O, s:o, s:b, s:O, s:O, s:o, s:o}", "pid", json_object_get(p, "pid"),
+		    "command", json_incref(json_object_get(p, "command")) ?: json_array(),
+		    "running", json_is_true(json_object_get(p, "running")), "exit_code",
 		    json_object_get(p, "exit_code") ?: json_null(), "signal",
 		    json_object_get(p, "signal") ?: json_null(), "started_at",
 		    api_time_json(json_integer_value(json_object_get(p, "started_at"))), "ended_at",
@@ -242,10 +242,12 @@ int api_process_output(struct api_call *c)
 	if ((r = api_sandbox_live(c, ops, false)) < 0)
 		return r;
 	json_t *exit = NULL;
-	if (ops->exit_record(c->ctx->fleet, c->id, c->pid, &exit) < 0)
+	if ((r = ops->exit_record(c->ctx->fleet, c->id, c->pid, &exit)) == -ENOENT)
 		return api_error_set(c->err, API_ERR_PROCESS_NOT_FOUND, NULL,
 				     "no process %ld in this sandbox (or its record is gone)",
 				     c->pid);
+	if (r < 0)
+		return api_error_internal(c->err, -r, "the process's exit record");
 	if (follow) {
 		json_decref(exit);
 		struct error err = {0};
