@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the pool and the keeper ------------------------------------------- */
@@ -39,6 +40,13 @@ static int make_pooled(struct fleet *f, struct store *st)
 	return r;
 }
 
+static int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static unsigned pooled_count(struct fleet *f)
 {
 	unsigned n = 0;
@@ -49,7 +57,13 @@ static unsigned pooled_count(struct fleet *f)
 	return n;
 }
 
-static void keep(struct fleet *f, struct store *st)
+/*
+ * One round of the keeper: record the ends of the shims that are gone,
+ * then, when refill, make one pooled sandbox if the pool is short. 1 when
+ * one was made, 0 when none was needed (or allowed), -errno when making
+ * one failed.
+ */
+static int keep(struct fleet *f, struct store *st, bool refill)
 {
 	/* shims that are gone */
 	for (;;) {
@@ -73,8 +87,10 @@ static void keep(struct fleet *f, struct store *st)
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		; /* shims we started, now gone */
 	/* the pool, one at a time so ends are seen between */
-	if (!f->stopping && pooled_count(f) < f->cfg.pool_size)
-		(void)make_pooled(f, st);
+	if (!refill || f->stopping || pooled_count(f) >= f->cfg.pool_size)
+		return 0;
+	int r = make_pooled(f, st);
+	return r < 0 ? r : 1;
 }
 
 static void *keeper_main(void *arg)
@@ -86,9 +102,22 @@ static void *keeper_main(void *arg)
 		fleet_log(f, "sandbox keeper: %s", err.msg);
 		return NULL;
 	}
+	/* a pool that cannot be refilled (a broken shim, no memory) is tried
+	 * again after a pause that doubles up to FLEET_POOL_BACKOFF_MAX_MS,
+	 * while ends are still recorded every tick */
+	int64_t backoff = 0, next_refill = 0;
 	while (!f->stopping) {
-		keep(f, st);
-		if (pooled_count(f) >= f->cfg.pool_size)
+		int64_t now = monotonic_ms();
+		int r = keep(f, st, now >= next_refill);
+		if (r < 0) {
+			backoff = backoff ? backoff * 2 : FLEET_KEEPER_TICK_MS;
+			if (backoff > FLEET_POOL_BACKOFF_MAX_MS)
+				backoff = FLEET_POOL_BACKOFF_MAX_MS;
+			next_refill = now + backoff;
+		} else if (r > 0) {
+			backoff = 0;
+		}
+		if (r <= 0 || pooled_count(f) >= f->cfg.pool_size)
 			usleep(FLEET_KEEPER_TICK_MS * 1000);
 	}
 	store_close(st);

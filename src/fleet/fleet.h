@@ -60,6 +60,8 @@
 #define FLEET_READY_TIMEOUT_MS 10000
 /* How often the keeper looks at the shims and the pool. */
 #define FLEET_KEEPER_TICK_MS 50
+/* The longest pause before the pool is tried again after it failed to grow. */
+#define FLEET_POOL_BACKOFF_MAX_MS 5000
 /* How long one request to a shim may wait for its reply. */
 #define FLEET_CALL_TIMEOUT_MS 30000
 
