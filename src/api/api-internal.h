@@ -104,7 +104,7 @@ int api_fail(int r, struct api_error *e, struct api_response *ret);
 extern const char *const *const api_route_params[API_ROUTE_COUNT];
 
 /* Set res to status with b's text as a JSON body; takes b's buffer. */
-int api_respond(struct api_call *c, int status, const char *content_type, struct jbuf *b);
+int api_respond(struct api_call *c, int status, const char *content_type, struct buf *b);
 
 /* A failed store call r (with se) as an API error: -ENOENT is not_found. */
 int api_store_error(struct api_call *c, int r, const struct error *se);
@@ -156,13 +156,13 @@ void api_json_response(struct api_response *ret, int status, char *text);
 /* ---- rendering (render.c) --------------------------------------------- */
 
 /* "2024-05-01T12:00:00.123Z", or null for 0. */
-void api_render_time(struct jbuf *b, int64_t ms);
+void api_render_time(struct buf *b, int64_t ms);
 /* The task object of GET /v1/tasks/{id}. */
 /*
  * A task as the API shows it. With state_dir (GET /v1/tasks/{id} only),
  * also "progress_rejected": the progress lines its attempts refused.
  */
-void api_render_task(struct jbuf *b, const struct task *t, const char *state_dir);
-void api_render_event(struct jbuf *b, const struct task_event *ev);
+void api_render_task(struct buf *b, const struct task *t, const char *state_dir);
+void api_render_event(struct buf *b, const struct task_event *ev);
 
 #endif

@@ -3,6 +3,7 @@
  * and the error response every failure becomes.
  */
 #include "api/api-internal.h"
+#include "base/parse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -75,24 +76,13 @@ int api_error_internal(struct api_error *e, int errnum, const char *log)
 	return -EIO;
 }
 
-static bool is_identifier(const char *s)
-{
-	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-		return false;
-	for (s++; *s; s++)
-		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_' ||
-		      (*s >= '0' && *s <= '9')))
-			return false;
-	return true;
-}
-
 /* Keys longer than this are cut (on a UTF-8 boundary) and marked "...". */
 #define FIELD_KEY_SHOWN 160
 
 void api_field_key(char out[API_FIELD_MAX], const char *parent, const char *key)
 {
 	size_t plen = strnlen(parent, API_FIELD_MAX - 1);
-	if (is_identifier(key) && strlen(key) <= FIELD_KEY_SHOWN) {
+	if (env_name_is_valid(key, strlen(key)) && strlen(key) <= FIELD_KEY_SHOWN) {
 		snprintf(out, API_FIELD_MAX, "%.*s%s%s", (int)plen, parent, plen ? "." : "", key);
 		return;
 	}
@@ -102,15 +92,15 @@ void api_field_key(char out[API_FIELD_MAX], const char *parent, const char *key)
 		while (shown > 0 && ((unsigned char)key[shown] & 0xc0) == 0x80)
 			shown--; /* do not cut a character in two */
 	}
-	struct jbuf b = {.max = API_FIELD_MAX - 8};
-	jbuf_put(&b, parent, plen);
-	jbuf_put(&b, "[", 1);
-	jbuf_str(&b, key, shown);
+	struct buf b = {.max = API_FIELD_MAX - 8};
+	buf_append(&b, parent, plen);
+	buf_append(&b, "[", 1);
+	json_put_str(&b, key, shown);
 	if (shown < klen)
-		jbuf_puts(&b, "...");
-	jbuf_put(&b, "]", 1);
-	snprintf(out, API_FIELD_MAX, "%s", b.failed ? parent : b.p);
-	jbuf_release(&b);
+		buf_puts(&b, "...");
+	buf_append(&b, "]", 1);
+	snprintf(out, API_FIELD_MAX, "%s", b.failed ? parent : b.data);
+	buf_release(&b);
 }
 
 void api_field_index(char out[API_FIELD_MAX], const char *parent, size_t index)
@@ -120,16 +110,16 @@ void api_field_index(char out[API_FIELD_MAX], const char *parent, size_t index)
 
 int api_error_respond(const struct api_error *e, struct api_response *ret)
 {
-	struct jbuf b = {0};
-	jbuf_puts(&b, "{\"error\":{\"code\":");
-	jbuf_strz(&b, api_error_name(e->code) ? api_error_name(e->code) : "internal");
-	jbuf_puts(&b, ",\"message\":");
-	jbuf_strz(&b, e->message);
+	struct buf b = {0};
+	buf_puts(&b, "{\"error\":{\"code\":");
+	json_put_strz(&b, api_error_name(e->code) ? api_error_name(e->code) : "internal");
+	buf_puts(&b, ",\"message\":");
+	json_put_strz(&b, e->message);
 	if (e->field[0]) {
-		jbuf_puts(&b, ",\"field\":");
-		jbuf_strz(&b, e->field);
+		buf_puts(&b, ",\"field\":");
+		json_put_strz(&b, e->field);
 	}
-	jbuf_puts(&b, "}}");
+	buf_puts(&b, "}}");
 	free(ret->body);
 	ret->body = NULL;
 	ret->body_len = 0;
@@ -137,5 +127,5 @@ int api_error_respond(const struct api_error *e, struct api_response *ret)
 	ret->content_type = API_JSON;
 	if (e->code == API_ERR_INTERNAL)
 		snprintf(ret->log, sizeof(ret->log), "%s", e->log);
-	return jbuf_finish(&b, &ret->body, &ret->body_len);
+	return buf_steal(&b, &ret->body, &ret->body_len);
 }

@@ -14,78 +14,6 @@
  * capped far below this (TASK_REQUEST_DEPTH_MAX). */
 #define JSON_WRITE_DEPTH_MAX 512
 
-void jbuf_release(struct jbuf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
-	b->failed = 0;
-}
-
-/* Room for `extra` more bytes and a NUL; false (and failed set) if none. */
-static bool jbuf_reserve(struct jbuf *b, size_t extra)
-{
-	if (b->failed)
-		return false;
-	if (extra > SIZE_MAX / 2 - b->len || (b->max && b->len + extra > b->max)) {
-		b->failed = -E2BIG;
-		return false;
-	}
-	size_t need = b->len + extra + 1;
-	if (need <= b->cap)
-		return true;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < need)
-		cap *= 2;
-	char *p = realloc(b->p, cap);
-	if (!p) {
-		b->failed = -ENOMEM;
-		return false;
-	}
-	b->p = p;
-	b->cap = cap;
-	return true;
-}
-
-void jbuf_put(struct jbuf *b, const char *s, size_t n)
-{
-	if (!jbuf_reserve(b, n))
-		return;
-	if (n)
-		memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-void jbuf_puts(struct jbuf *b, const char *s)
-{
-	jbuf_put(b, s, strlen(s));
-}
-
-void jbuf_printf(struct jbuf *b, const char *fmt, ...)
-{
-	char small[128];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(small, sizeof(small), fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		if (!b->failed)
-			b->failed = -EINVAL;
-		return;
-	}
-	if ((size_t)n < sizeof(small)) {
-		jbuf_put(b, small, (size_t)n);
-		return;
-	}
-	if (!jbuf_reserve(b, (size_t)n))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
 /* Length of the well-formed UTF-8 sequence at p (avail bytes left), or 0. */
 static size_t utf8_seq_len(const unsigned char *p, size_t avail)
 {
@@ -130,11 +58,11 @@ bool utf8_is_valid(const char *s, size_t n)
 	return true;
 }
 
-void jbuf_str(struct jbuf *b, const char *s, size_t n)
+void json_put_str(struct buf *b, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t run = 0; /* start of the bytes not yet copied */
-	jbuf_put(b, "\"", 1);
+	buf_append(b, "\"", 1);
 	for (size_t i = 0; i < n;) {
 		unsigned char c = p[i];
 		size_t k = c >= 0x20 && c != '"' && c != '\\' ? utf8_seq_len(p + i, n - i) : 0;
@@ -142,41 +70,41 @@ void jbuf_str(struct jbuf *b, const char *s, size_t n)
 			i += k;
 			continue;
 		}
-		jbuf_put(b, s + run, i - run);
+		buf_append(b, s + run, i - run);
 		switch (c) {
 		case '"':
-			jbuf_put(b, "\\\"", 2);
+			buf_append(b, "\\\"", 2);
 			break;
 		case '\\':
-			jbuf_put(b, "\\\\", 2);
+			buf_append(b, "\\\\", 2);
 			break;
 		case '\n':
-			jbuf_put(b, "\\n", 2);
+			buf_append(b, "\\n", 2);
 			break;
 		case '\r':
-			jbuf_put(b, "\\r", 2);
+			buf_append(b, "\\r", 2);
 			break;
 		case '\t':
-			jbuf_put(b, "\\t", 2);
+			buf_append(b, "\\t", 2);
 			break;
 		default:
 			if (c < 0x20)
-				jbuf_printf(b, "\\u%04x", c);
+				buf_printf(b, "\\u%04x", c);
 			else
-				jbuf_put(b, "\xef\xbf\xbd", 3); /* U+FFFD for a bad byte */
+				buf_append(b, "\xef\xbf\xbd", 3); /* U+FFFD for a bad byte */
 		}
 		run = ++i;
 	}
-	jbuf_put(b, s + run, n - run);
-	jbuf_put(b, "\"", 1);
+	buf_append(b, s + run, n - run);
+	buf_append(b, "\"", 1);
 }
 
-void jbuf_str_or_null(struct jbuf *b, const char *s)
+void json_put_str_or_null(struct buf *b, const char *s)
 {
 	if (s)
-		jbuf_strz(b, s);
+		json_put_strz(b, s);
 	else
-		jbuf_puts(b, "null");
+		buf_puts(b, "null");
 }
 
 static int key_cmp(const void *a, const void *b)
@@ -184,11 +112,11 @@ static int key_cmp(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void write_real(struct jbuf *b, double d)
+static void write_real(struct buf *b, double d)
 {
 	char tmp[40];
 	if (d != d || d - d != 0) { /* NaN or infinite: jansson never makes one */
-		jbuf_puts(b, "null");
+		buf_puts(b, "null");
 		return;
 	}
 	int prec = 1;
@@ -203,16 +131,15 @@ static void write_real(struct jbuf *b, double d)
 	if (exp10 >= prec && exp10 < 17)
 		prec = (int)exp10 + 1;
 	snprintf(tmp, sizeof(tmp), "%.*g", prec, d);
-	jbuf_puts(b, tmp);
+	buf_puts(b, tmp);
 	if (!strpbrk(tmp, ".eE"))
-		jbuf_put(b, ".0", 2);
+		buf_append(b, ".0", 2);
 }
 
-static void write_value(struct jbuf *b, const json_t *v, int depth)
+static void write_value(struct buf *b, const json_t *v, int depth)
 {
 	if (depth > JSON_WRITE_DEPTH_MAX) {
-		if (!b->failed)
-			b->failed = -E2BIG;
+		buf_fail(b, -E2BIG);
 		return;
 	}
 	json_t *m = (json_t *)v; /* jansson's iteration macros take non-const */
@@ -221,8 +148,7 @@ static void write_value(struct jbuf *b, const json_t *v, int depth)
 		size_t n = json_object_size(v), i = 0;
 		const char **keys = n ? calloc(n, sizeof(*keys)) : NULL;
 		if (n && !keys) {
-			if (!b->failed)
-				b->failed = -ENOMEM;
+			buf_fail(b, -ENOMEM);
 			return;
 		}
 		const char *key;
@@ -230,87 +156,60 @@ static void write_value(struct jbuf *b, const json_t *v, int depth)
 		json_object_foreach(m, key, val) keys[i++] = key;
 		if (n)
 			qsort(keys, n, sizeof(*keys), key_cmp);
-		jbuf_put(b, "{", 1);
+		buf_append(b, "{", 1);
 		for (i = 0; i < n && !b->failed; i++) {
 			if (i)
-				jbuf_put(b, ",", 1);
-			jbuf_strz(b, keys[i]);
-			jbuf_put(b, ":", 1);
+				buf_append(b, ",", 1);
+			json_put_strz(b, keys[i]);
+			buf_append(b, ":", 1);
 			write_value(b, json_object_get(v, keys[i]), depth + 1);
 		}
-		jbuf_put(b, "}", 1);
+		buf_append(b, "}", 1);
 		free(keys);
 		break;
 	}
 	case JSON_ARRAY: {
 		size_t i;
 		json_t *val;
-		jbuf_put(b, "[", 1);
+		buf_append(b, "[", 1);
 		json_array_foreach(m, i, val)
 		{
 			if (b->failed)
 				break;
 			if (i)
-				jbuf_put(b, ",", 1);
+				buf_append(b, ",", 1);
 			write_value(b, val, depth + 1);
 		}
-		jbuf_put(b, "]", 1);
+		buf_append(b, "]", 1);
 		break;
 	}
 	case JSON_STRING:
-		jbuf_str(b, json_string_value(v), json_string_length(v));
+		json_put_str(b, json_string_value(v), json_string_length(v));
 		break;
 	case JSON_INTEGER:
-		jbuf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
 		break;
 	case JSON_REAL:
 		write_real(b, json_real_value(v));
 		break;
 	case JSON_TRUE:
-		jbuf_puts(b, "true");
+		buf_puts(b, "true");
 		break;
 	case JSON_FALSE:
-		jbuf_puts(b, "false");
+		buf_puts(b, "false");
 		break;
 	case JSON_NULL:
-		jbuf_puts(b, "null");
+		buf_puts(b, "null");
 		break;
 	}
 }
 
-void jbuf_json(struct jbuf *b, const json_t *v)
+void json_put(struct buf *b, const json_t *v)
 {
 	if (v)
 		write_value(b, v, 0);
 	else
-		jbuf_puts(b, "null");
-}
-
-void jbuf_truncate(struct jbuf *b, size_t mark)
-{
-	if (b->failed == -E2BIG)
-		b->failed = 0;
-	if (mark < b->len) {
-		b->len = mark;
-		b->p[mark] = '\0';
-	}
-}
-
-int jbuf_finish(struct jbuf *b, char **ret, size_t *ret_len)
-{
-	if (!b->failed)
-		jbuf_reserve(b, 0); /* an empty buffer still gets its NUL */
-	if (b->failed) {
-		int r = b->failed;
-		jbuf_release(b);
-		return r;
-	}
-	*ret = b->p;
-	if (ret_len)
-		*ret_len = b->len;
-	b->p = NULL;
-	b->len = b->cap = 0;
-	return 0;
+		buf_puts(b, "null");
 }
 
 bool json_depth_exceeds(const char *s, size_t n, int max)

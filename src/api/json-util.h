@@ -1,12 +1,13 @@
 /*
  * json-util.h - the JSON the API writes, and the little it reads by hand.
  *
- * struct jbuf is a growing output buffer with sticky failure: once an
- * append fails (out of memory, or past the buffer's cap) every later
- * append does nothing and jbuf_finish() reports the first failure, so a
- * writer checks once at the end instead of after every call.
+ * The API writes into a struct buf (base/buf.h), whose failure is sticky
+ * (once an append fails, out of memory or past the cap, every later
+ * append does nothing and buf_steal() reports the first failure, so a
+ * writer checks once at the end instead of after every call). The JSON
+ * writers below append to one.
  *
- * jbuf_json() writes a jansson value in the canonical form of the API:
+ * json_put() writes a jansson value in the canonical form of the API:
  * compact, object members sorted by key (bytewise), strings escaped
  * minimally (", \ and control characters; everything else as UTF-8),
  * integers in decimal, reals in the shortest form that reads back as the
@@ -19,51 +20,29 @@
 #ifndef AGENTBOX_API_JSON_UTIL_H
 #define AGENTBOX_API_JSON_UTIL_H
 
+#include "base/buf.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-struct jbuf {
-	char *p;    /* NUL-terminated while not failed; owned */
-	size_t len; /* bytes written, without the NUL */
-	size_t cap; /* bytes allocated */
-	size_t max; /* most bytes len may reach; 0 = no cap */
-	int failed; /* 0, or the first failure: -ENOMEM or -E2BIG */
-};
-
-/* Free the buffer and reset it (max is kept). */
-void jbuf_release(struct jbuf *b);
-
-void jbuf_put(struct jbuf *b, const char *s, size_t n);
-void jbuf_puts(struct jbuf *b, const char *s);
-void jbuf_printf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /*
  * A JSON string of n bytes of s, quoted and escaped. Bytes that are not
  * well-formed UTF-8 become U+FFFD, so the output is always valid JSON.
  */
-void jbuf_str(struct jbuf *b, const char *s, size_t n);
-static inline void jbuf_strz(struct jbuf *b, const char *s)
+void json_put_str(struct buf *b, const char *s, size_t n);
+static inline void json_put_strz(struct buf *b, const char *s)
 {
-	jbuf_str(b, s, strlen(s));
+	json_put_str(b, s, strlen(s));
 }
 
 /* A JSON string, or null when s is NULL. */
-void jbuf_str_or_null(struct jbuf *b, const char *s);
+void json_put_str_or_null(struct buf *b, const char *s);
 
 /* v in the canonical form above. */
-void jbuf_json(struct jbuf *b, const json_t *v);
-
-/* Shrink len back to mark (undo appends); clears an -E2BIG failure. */
-void jbuf_truncate(struct jbuf *b, size_t mark);
-
-/*
- * Hand the text over: *ret gets the NUL-terminated buffer (caller frees),
- * *ret_len its length. 0, or the first failure (the buffer is freed).
- */
-int jbuf_finish(struct jbuf *b, char **ret, size_t *ret_len);
+void json_put(struct buf *b, const json_t *v);
 
 /* Is s[0..n) well-formed UTF-8 (no overlongs, no surrogates)? */
 bool utf8_is_valid(const char *s, size_t n);

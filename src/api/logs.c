@@ -160,8 +160,8 @@ int api_task_logs(struct api_call *c)
 		last = end;
 		segs[n++] = (struct seg){.fd = fd, .off = 0, .len = len};
 	}
-	struct jbuf b = {0};
-	r = assemble(segs, n, &b.p, &b.len);
+	struct buf b = {0};
+	r = assemble(segs, n, &b.data, &b.len);
 	close_segs(segs, n);
 	if (r < 0)
 		return r;

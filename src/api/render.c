@@ -25,13 +25,13 @@ static bool format_time(int64_t ms, char buf[32])
 	return true;
 }
 
-void api_render_time(struct jbuf *b, int64_t ms)
+void api_render_time(struct buf *b, int64_t ms)
 {
 	char buf[32];
 	if (format_time(ms, buf))
-		jbuf_printf(b, "\"%s\"", buf);
+		buf_printf(b, "\"%s\"", buf);
 	else
-		jbuf_puts(b, "null");
+		buf_puts(b, "null");
 }
 
 json_t *api_time_json(int64_t ms)
@@ -41,21 +41,21 @@ json_t *api_time_json(int64_t ms)
 }
 
 /* The member key of the stored spec, raw, or null if it has none. */
-static void spec_member(struct jbuf *b, const char *spec_json, const char *key)
+static void spec_member(struct buf *b, const char *spec_json, const char *key)
 {
 	const char *v;
 	size_t len;
 	if (json_member_raw(spec_json, key, &v, &len) == 0)
-		jbuf_put(b, v, len);
+		buf_append(b, v, len);
 	else
-		jbuf_puts(b, "null");
+		buf_puts(b, "null");
 }
 
 /*
  * What the task's attempts refused of its progress channel, summed from
  * their result.json files (written by the supervisor at each attempt's end).
  */
-static void render_rejected(struct jbuf *b, const char *state_dir, const struct task *t)
+static void render_rejected(struct buf *b, const char *state_dir, const struct task *t)
 {
 	json_int_t malformed = 0, oversized = 0, dropped = 0;
 	for (uint32_t a = 1; a <= t->attempt; a++) {
@@ -69,68 +69,68 @@ static void render_rejected(struct jbuf *b, const char *state_dir, const struct 
 		dropped += json_integer_value(json_object_get(r, "dropped_progress"));
 		json_decref(r);
 	}
-	jbuf_printf(
+	buf_printf(
 	    b, ",\"progress_rejected\":{\"malformed\":%lld,\"oversized\":%lld,\"dropped\":%lld}",
 	    (long long)malformed, (long long)oversized, (long long)dropped);
 }
 
-void api_render_task(struct jbuf *b, const struct task *t, const char *state_dir)
+void api_render_task(struct buf *b, const struct task *t, const char *state_dir)
 {
-	jbuf_puts(b, "{\"id\":");
-	jbuf_strz(b, t->id);
-	jbuf_puts(b, ",\"status\":");
-	jbuf_str_or_null(b, task_status_name(t->status));
-	jbuf_printf(b, ",\"attempt\":%u,\"max_attempts\":%u,\"retry_on\":[", t->attempt,
-		    t->max_attempts);
+	buf_puts(b, "{\"id\":");
+	json_put_strz(b, t->id);
+	buf_puts(b, ",\"status\":");
+	json_put_str_or_null(b, task_status_name(t->status));
+	buf_printf(b, ",\"attempt\":%u,\"max_attempts\":%u,\"retry_on\":[", t->attempt,
+		   t->max_attempts);
 	bool first = true;
 	for (int s = 0; s < TASK_STATUS_COUNT; s++)
 		if (t->retry_on & TASK_STATUS_BIT(s)) {
-			jbuf_puts(b, first ? "\"" : ",\"");
-			jbuf_puts(b, task_status_name((enum task_status)s));
-			jbuf_puts(b, "\"");
+			buf_puts(b, first ? "\"" : ",\"");
+			buf_puts(b, task_status_name((enum task_status)s));
+			buf_puts(b, "\"");
 			first = false;
 		}
-	jbuf_printf(
+	buf_printf(
 	    b, "],\"cancel_requested\":%s,\"exit_code\":", t->cancel_requested ? "true" : "false");
 	if (t->exit_code >= 0)
-		jbuf_printf(b, "%d", t->exit_code);
+		buf_printf(b, "%d", t->exit_code);
 	else
-		jbuf_puts(b, "null");
-	jbuf_puts(b, ",\"error\":");
-	jbuf_str_or_null(b, t->error);
-	jbuf_puts(b, ",\"created_at\":");
+		buf_puts(b, "null");
+	buf_puts(b, ",\"error\":");
+	json_put_str_or_null(b, t->error);
+	buf_puts(b, ",\"created_at\":");
 	api_render_time(b, t->created_at);
-	jbuf_puts(b, ",\"started_at\":");
+	buf_puts(b, ",\"started_at\":");
 	api_render_time(b, t->started_at);
-	jbuf_puts(b, ",\"finished_at\":");
+	buf_puts(b, ",\"finished_at\":");
 	api_render_time(b, t->finished_at);
-	jbuf_puts(b, ",\"command\":");
+	buf_puts(b, ",\"command\":");
 	spec_member(b, t->spec_json, "command");
-	jbuf_puts(b, ",\"limits\":");
+	buf_puts(b, ",\"limits\":");
 	spec_member(b, t->spec_json, "limits");
-	jbuf_puts(b, ",\"metadata\":");
+	buf_puts(b, ",\"metadata\":");
 	spec_member(b, t->spec_json, "metadata");
-	jbuf_puts(b, ",\"progress\":");
-	jbuf_puts(b, t->progress_json && *t->progress_json ? t->progress_json : "{}");
+	buf_puts(b, ",\"progress\":");
+	buf_puts(b, t->progress_json && *t->progress_json ? t->progress_json : "{}");
 	if (state_dir)
 		render_rejected(b, state_dir, t);
-	jbuf_puts(b, "}");
+	buf_puts(b, "}");
 }
 
-void api_render_event(struct jbuf *b, const struct task_event *ev)
+void api_render_event(struct buf *b, const struct task_event *ev)
 {
-	jbuf_printf(b, "{\"seq\":%lld,\"attempt\":%u,\"type\":", (long long)ev->seq, ev->attempt);
-	jbuf_str_or_null(b, task_event_type_name(ev->type));
-	jbuf_puts(b, ",\"data\":");
-	jbuf_puts(b, ev->data_json && *ev->data_json ? ev->data_json : "null");
-	jbuf_puts(b, ",\"time\":");
+	buf_printf(b, "{\"seq\":%lld,\"attempt\":%u,\"type\":", (long long)ev->seq, ev->attempt);
+	json_put_str_or_null(b, task_event_type_name(ev->type));
+	buf_puts(b, ",\"data\":");
+	buf_puts(b, ev->data_json && *ev->data_json ? ev->data_json : "null");
+	buf_puts(b, ",\"time\":");
 	api_render_time(b, ev->time);
-	jbuf_puts(b, "}");
+	buf_puts(b, "}");
 }
 
 int api_event_json(const struct task_event *ev, char **ret, size_t *ret_len)
 {
-	struct jbuf b = {0};
+	struct buf b = {0};
 	api_render_event(&b, ev);
-	return jbuf_finish(&b, ret, ret_len);
+	return buf_steal(&b, ret, ret_len);
 }

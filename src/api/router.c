@@ -383,11 +383,11 @@ int api_response_take_fd(struct api_response *r)
 	return TAKE_FD(r->fd);
 }
 
-int api_respond(struct api_call *c, int status, const char *content_type, struct jbuf *b)
+int api_respond(struct api_call *c, int status, const char *content_type, struct buf *b)
 {
 	free(c->res->body);
 	c->res->body = NULL;
-	int r = jbuf_finish(b, &c->res->body, &c->res->body_len);
+	int r = buf_steal(b, &c->res->body, &c->res->body_len);
 	if (r < 0)
 		return r == -E2BIG ? api_error_internal(c->err, E2BIG, "response too large") : r;
 	c->res->status = status;
@@ -406,7 +406,7 @@ int api_store_error(struct api_call *c, int r, const struct error *se)
 
 int api_healthz(struct api_call *c)
 {
-	struct jbuf b = {0};
-	jbuf_puts(&b, "{\"status\":\"ok\"}");
+	struct buf b = {0};
+	buf_puts(&b, "{\"status\":\"ok\"}");
 	return api_respond(c, 200, API_JSON, &b);
 }

@@ -6,6 +6,7 @@
  */
 #include "api/api-internal.h"
 #include "api/sandbox-request.h"
+#include "base/json-cleanup.h"
 #include "core/layout.h"
 
 #include <errno.h>
@@ -81,12 +82,12 @@ static json_t *read_output(struct api_call *c, long pid, const char *ext, size_t
 	    0)
 		return NULL;
 	/* invalid UTF-8 becomes U+FFFD, as everywhere in the API */
-	struct jbuf b = {0};
-	jbuf_str(&b, buf, len);
+	struct buf b = {0};
+	json_put_str(&b, buf, len);
 	free(buf);
 	char *text = NULL;
 	size_t tlen;
-	if (jbuf_finish(&b, &text, &tlen) < 0)
+	if (buf_steal(&b, &text, &tlen) < 0)
 		return NULL;
 	json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
 	free(text);
@@ -97,18 +98,16 @@ static json_t *read_output(struct api_call *c, long pid, const char *ext, size_t
 static json_t *exec_result(struct api_call *c, long pid, json_t *exit)
 {
 	bool truncated = json_is_true(json_object_get(exit, "truncated"));
-	json_t *r = api_exit_json(pid, exit);
-	json_t *out = read_output(c, pid, LAYOUT_PROC_OUT, EXEC_RESPONSE_OUTPUT_MAX, &truncated);
-	json_t *err = read_output(c, pid, LAYOUT_PROC_ERR, EXEC_RESPONSE_OUTPUT_MAX, &truncated);
-	if (!r || !out || !err || json_object_set_new(r, "stdout", out) < 0 ||
-	    json_object_set_new(r, "stderr", err) < 0 ||
-	    json_object_set_new(r, "truncated", json_boolean(truncated)) < 0) {
-		json_decref(r);
-		json_decref(out);
-		json_decref(err);
+	_cleanup_json_ json_t *r = api_exit_json(pid, exit);
+	_cleanup_json_ json_t *out =
+	    read_output(c, pid, LAYOUT_PROC_OUT, EXEC_RESPONSE_OUTPUT_MAX, &truncated);
+	_cleanup_json_ json_t *err =
+	    read_output(c, pid, LAYOUT_PROC_ERR, EXEC_RESPONSE_OUTPUT_MAX, &truncated);
+	if (!r || !out || !err || json_object_set(r, "stdout", out) < 0 ||
+	    json_object_set(r, "stderr", err) < 0 ||
+	    json_object_set_new(r, "truncated", json_boolean(truncated)) < 0)
 		return NULL;
-	}
-	return r;
+	return TAKE_PTR(r);
 }
 
 /* The result of a command that could not run, as the stream of one: stderr, then exit. */
@@ -116,14 +115,14 @@ static int respond_failed_stream(struct api_call *c, json_t *result)
 {
 	if (!result)
 		return -ENOMEM;
-	struct jbuf b = {0};
-	jbuf_puts(&b, "event: stderr\ndata: {\"data\":");
-	jbuf_json(&b, json_object_get(result, "stderr"));
-	jbuf_puts(&b, "}\n\nevent: exit\ndata: ");
+	struct buf b = {0};
+	buf_puts(&b, "event: stderr\ndata: {\"data\":");
+	json_put(&b, json_object_get(result, "stderr"));
+	buf_puts(&b, "}\n\nevent: exit\ndata: ");
 	json_object_del(result, "stdout");
 	json_object_del(result, "stderr");
-	jbuf_json(&b, result);
-	jbuf_puts(&b, "\n\n");
+	json_put(&b, result);
+	buf_puts(&b, "\n\n");
 	json_decref(result);
 	return api_respond(c, 200, "text/event-stream", &b);
 }

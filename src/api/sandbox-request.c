@@ -81,16 +81,16 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		json_t *out = spec ? json_pack("{s:O, s:O}", "env", json_object_get(spec, "env"),
 					       "limits", json_object_get(spec, "limits"))
 				   : NULL;
-		struct jbuf a = {0}, b = {0};
+		struct buf a = {0}, b = {0};
 		if (out) {
-			jbuf_json(&a, out);
-			jbuf_json(&b, json_object_get(spec, "metadata"));
+			json_put(&a, out);
+			json_put(&b, json_object_get(spec, "metadata"));
 		} else {
 			a.failed = -ENOMEM;
 		}
 		size_t n;
-		r = jbuf_finish(&a, &sr.spec_json, &n);
-		int r2 = jbuf_finish(&b, &sr.metadata_json, &n);
+		r = buf_steal(&a, &sr.spec_json, &n);
+		int r2 = buf_steal(&b, &sr.metadata_json, &n);
 		if (r == 0)
 			r = r2;
 		sr.default_limits = tr.memory_bytes == SPEC_DEFAULT_MEMORY &&

@@ -133,7 +133,7 @@ static int respond_sandbox(struct api_call *c, int status)
 /* ---- list ----------------------------------------------------------------------- */
 
 struct list_ctx {
-	struct jbuf b; /* the "sandboxes" array, written as it is read */
+	struct buf b; /* the "sandboxes" array, written as it is read */
 	char last[SANDBOX_ID_SIZE];
 	size_t n;
 };
@@ -144,8 +144,8 @@ static int list_one(const struct sandbox_record *s, void *data)
 	char *text = api_sandbox_json(s);
 	if (!text)
 		return -ENOMEM;
-	jbuf_puts(&l->b, l->n ? "," : "");
-	jbuf_puts(&l->b, text);
+	buf_puts(&l->b, l->n ? "," : "");
+	buf_puts(&l->b, text);
 	free(text);
 	snprintf(l->last, sizeof(l->last), "%s", s->id);
 	l->n++;
@@ -193,18 +193,18 @@ int api_sandboxes_list(struct api_call *c)
 	struct list_ctx l = {0};
 	struct sandbox_filter f = {.statuses = statuses, .after_id = after, .limit = (size_t)limit};
 	struct error err = {0};
-	jbuf_puts(&l.b, "{\"sandboxes\":[");
+	buf_puts(&l.b, "{\"sandboxes\":[");
 	r = store_sandbox_list(c->ctx->store, &f, list_one, &l, &err);
 	if (r < 0) {
-		jbuf_release(&l.b);
+		buf_release(&l.b);
 		if (r == -ENOENT)
 			return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
 					     "no sandbox %s", after);
 		return r == -ENOMEM ? r : api_error_internal(c->err, -r, err.msg);
 	}
-	jbuf_puts(&l.b, "],\"next\":");
-	jbuf_str_or_null(&l.b, l.n == (size_t)limit ? l.last : NULL);
-	jbuf_puts(&l.b, "}");
+	buf_puts(&l.b, "],\"next\":");
+	json_put_str_or_null(&l.b, l.n == (size_t)limit ? l.last : NULL);
+	buf_puts(&l.b, "}");
 	return api_respond(c, 200, API_JSON, &l.b);
 }
 
@@ -335,37 +335,37 @@ void api_json_response(struct api_response *ret, int status, char *text)
 
 char *api_sandbox_json(const struct sandbox_record *s)
 {
-	struct jbuf b = {0};
+	struct buf b = {0};
 	const char *limits = NULL;
 	size_t limits_len = 0;
-	jbuf_puts(&b, "{\"id\":");
-	jbuf_strz(&b, s->id);
-	jbuf_puts(&b, ",\"status\":");
-	jbuf_strz(&b, sandbox_status_name(s->status));
-	jbuf_puts(&b, ",\"created_at\":");
+	buf_puts(&b, "{\"id\":");
+	json_put_strz(&b, s->id);
+	buf_puts(&b, ",\"status\":");
+	json_put_strz(&b, sandbox_status_name(s->status));
+	buf_puts(&b, ",\"created_at\":");
 	api_render_time(&b, s->created_at);
-	jbuf_puts(&b, ",\"expires_at\":");
+	buf_puts(&b, ",\"expires_at\":");
 	api_render_time(&b, s->expires_at);
-	jbuf_puts(&b, ",\"ended_at\":");
+	buf_puts(&b, ",\"ended_at\":");
 	api_render_time(&b, s->ended_at);
-	jbuf_puts(&b, ",\"end_reason\":");
-	jbuf_str_or_null(&b, s->end_reason);
-	jbuf_puts(&b, ",\"end_detail\":");
-	jbuf_str_or_null(&b, s->end_detail);
-	jbuf_puts(&b, ",\"limits\":");
+	buf_puts(&b, ",\"end_reason\":");
+	json_put_str_or_null(&b, s->end_reason);
+	buf_puts(&b, ",\"end_detail\":");
+	json_put_str_or_null(&b, s->end_detail);
+	buf_puts(&b, ",\"limits\":");
 	if (s->spec_json && json_member_raw(s->spec_json, "limits", &limits, &limits_len) == 0) {
 		/* the stored limits without the task-only timeout_s */
 		json_t *l = json_loadb(limits, limits_len, 0, NULL);
 		json_object_del(l, "timeout_s");
-		jbuf_json(&b, l ? l : json_object());
+		json_put(&b, l ? l : json_object());
 		json_decref(l);
 	} else {
-		jbuf_puts(&b, "{}");
+		buf_puts(&b, "{}");
 	}
-	jbuf_puts(&b, ",\"metadata\":");
-	jbuf_puts(&b, s->metadata_json ? s->metadata_json : "{}");
-	jbuf_puts(&b, "}");
+	buf_puts(&b, ",\"metadata\":");
+	buf_puts(&b, s->metadata_json ? s->metadata_json : "{}");
+	buf_puts(&b, "}");
 	char *text = NULL;
 	size_t len;
-	return jbuf_finish(&b, &text, &len) == 0 ? text : NULL;
+	return buf_steal(&b, &text, &len) == 0 ? text : NULL;
 }

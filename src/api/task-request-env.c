@@ -5,20 +5,11 @@
 #include "api/task-request-internal.h"
 #include "core/limits.h"
 
+#include "base/parse.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool env_name_is_valid(const char *s)
-{
-	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-		return false;
-	for (s++; *s; s++)
-		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_' ||
-		      (*s >= '0' && *s <= '9')))
-			return false;
-	return true;
-}
 
 /* Order "KEY=VALUE" strings by KEY. */
 static int env_cmp(const void *a, const void *b)
@@ -47,7 +38,7 @@ int task_request_parse_env(json_t *env, struct task_request *r, struct api_error
 	{
 		char field[API_FIELD_MAX];
 		api_field_key(field, "env", key);
-		if (!env_name_is_valid(key))
+		if (!env_name_is_valid(key, strlen(key)))
 			return INVALID(e, field, "env names must match [A-Za-z_][A-Za-z0-9_]*");
 		if (strncmp(key, TASK_REQUEST_ENV_RESERVED, strlen(TASK_REQUEST_ENV_RESERVED)) == 0)
 			return INVALID(e, field, "env names starting with %s are reserved",

@@ -245,10 +245,10 @@ static int check_metadata(json_t *v, struct api_error *e)
 		return INVALID(e, "metadata", "metadata must be an object");
 	if (check_no_nul(v, "metadata", e) < 0)
 		return -EINVAL;
-	struct jbuf b = {.max = TASK_REQUEST_METADATA_MAX};
-	jbuf_json(&b, v);
+	struct buf b = {.max = TASK_REQUEST_METADATA_MAX};
+	json_put(&b, v);
 	int r = b.failed;
-	jbuf_release(&b);
+	buf_release(&b);
 	if (r == -E2BIG)
 		return INVALID(e, "metadata", "metadata is longer than %d bytes as compact JSON",
 			       TASK_REQUEST_METADATA_MAX);
@@ -351,9 +351,9 @@ int task_request_parse(const char *body, size_t len, struct task_request *ret, s
 	json_t *out = json_object();
 	rc = out ? parse_root(root, &r, out, e) : -ENOMEM;
 	if (rc == 0) {
-		struct jbuf b = {0};
-		jbuf_json(&b, out);
-		rc = jbuf_finish(&b, &r.spec_json, &r.spec_len);
+		struct buf b = {0};
+		json_put(&b, out);
+		rc = buf_steal(&b, &r.spec_json, &r.spec_len);
 	}
 	json_decref(out);
 	if (rc < 0) {

@@ -20,7 +20,7 @@ static int respond_task(struct api_call *c, int status)
 	int r = store_task_get(c->ctx->store, c->id, &t, &se);
 	if (r < 0)
 		return api_store_error(c, r, &se);
-	struct jbuf b = {0};
+	struct buf b = {0};
 	api_render_task(&b, &t, c->ctx->state_dir);
 	task_release(&t);
 	return api_respond(c, status, API_JSON, &b);
@@ -108,7 +108,7 @@ bad:
 }
 
 struct page {
-	struct jbuf *b;
+	struct buf *b;
 	size_t n;
 	char last[TASK_ID_SIZE];
 	bool full; /* stopped at API_LIST_BODY_MAX */
@@ -119,10 +119,10 @@ static int add_task(const struct task *t, void *data)
 	struct page *pg = data;
 	size_t mark = pg->b->len;
 	if (pg->n)
-		jbuf_put(pg->b, ",", 1);
+		buf_append(pg->b, ",", 1);
 	api_render_task(pg->b, t, NULL);
 	if (pg->b->failed == -E2BIG && pg->n > 0) {
-		jbuf_truncate(pg->b, mark);
+		buf_truncate(pg->b, mark);
 		pg->full = true;
 		return -ECANCELED;
 	}
@@ -157,10 +157,10 @@ int api_tasks_list(struct api_call *c)
 		return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
 				     "after must be a task id (the next of a previous page)");
 
-	struct jbuf b = {.max = API_LIST_BODY_MAX};
+	struct buf b = {.max = API_LIST_BODY_MAX};
 	struct page pg = {.b = &b};
 	struct error se = {0};
-	jbuf_puts(&b, "{\"tasks\":[");
+	buf_puts(&b, "{\"tasks\":[");
 	r = store_task_list(c->ctx->store, &f, add_task, &pg, &se);
 	if (r == 0 && !pg.full && pg.n == f.limit) { /* is there more? */
 		size_t more = 0;
@@ -170,16 +170,16 @@ int api_tasks_list(struct api_call *c)
 		pg.full = more > 0;
 	}
 	if (r < 0 && r != -ECANCELED) {
-		jbuf_release(&b);
+		buf_release(&b);
 		if (r == -ENOENT && f.after_id)
 			return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
 					     "no task %s to page after", f.after_id);
 		return r == -ENOMEM ? r : api_error_internal(c->err, -r, se.msg);
 	}
 	b.max = 0;
-	jbuf_puts(&b, "],\"next\":");
-	jbuf_str_or_null(&b, pg.full ? pg.last : NULL);
-	jbuf_puts(&b, "}");
+	buf_puts(&b, "],\"next\":");
+	json_put_str_or_null(&b, pg.full ? pg.last : NULL);
+	buf_puts(&b, "}");
 	return api_respond(c, 200, API_JSON, &b);
 }
 
@@ -188,10 +188,10 @@ static int add_event(const struct task_event *ev, void *data)
 	struct page *pg = data;
 	size_t mark = pg->b->len;
 	if (pg->n)
-		jbuf_put(pg->b, ",", 1);
+		buf_append(pg->b, ",", 1);
 	api_render_event(pg->b, ev);
 	if (pg->b->failed == -E2BIG && pg->n > 0) {
-		jbuf_truncate(pg->b, mark);
+		buf_truncate(pg->b, mark);
 		return -ECANCELED;
 	}
 	if (pg->b->failed)
@@ -216,15 +216,15 @@ int api_task_events(struct api_call *c)
 	if (r < 0)
 		return api_store_error(c, r, &se);
 
-	struct jbuf b = {.max = API_LIST_BODY_MAX};
+	struct buf b = {.max = API_LIST_BODY_MAX};
 	struct page pg = {.b = &b};
-	jbuf_puts(&b, "{\"events\":[");
+	buf_puts(&b, "{\"events\":[");
 	r = store_events_list(c->ctx->store, c->id, after, (size_t)limit, add_event, &pg, &se);
 	if (r < 0 && r != -ECANCELED) {
-		jbuf_release(&b);
+		buf_release(&b);
 		return r == -ENOMEM ? r : api_error_internal(c->err, -r, se.msg);
 	}
 	b.max = 0;
-	jbuf_puts(&b, "]}");
+	buf_puts(&b, "]}");
 	return api_respond(c, 200, API_JSON, &b);
 }

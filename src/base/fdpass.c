@@ -3,7 +3,9 @@
  */
 #include "base/fdpass.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 void fdpass_attach(struct msghdr *mh, union fdpass_buf *buf, const int *fds, size_t nfds)
@@ -36,5 +38,28 @@ size_t fdpass_take(struct msghdr *mh, int *fds, size_t max)
 				close(fd);
 		}
 	}
+	return n;
+}
+
+ssize_t fdpass_recv(int sock, void *buf, size_t size, int flags, int *fds, size_t max,
+		    size_t *ret_nfds, int *ret_flags)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = size};
+	union fdpass_buf control;
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = control.buf,
+			    .msg_controllen = sizeof(control.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	size_t k = fdpass_take(&mh, fds, max);
+	if (ret_nfds)
+		*ret_nfds = k;
+	if (ret_flags)
+		*ret_flags = mh.msg_flags;
 	return n;
 }

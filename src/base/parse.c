@@ -166,3 +166,15 @@ int parse_cpus_milli(const char *s, uint64_t *ret_milli)
 	*ret_milli = milli + frac;
 	return 0;
 }
+
+bool env_name_is_valid(const char *name, size_t len)
+{
+	if (len == 0 || is_digit(name[0]))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || is_digit(c)))
+			return false;
+	}
+	return true;
+}

@@ -8,6 +8,8 @@
 #ifndef AGENTBOX_BASE_PARSE_H
 #define AGENTBOX_BASE_PARSE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Decimal unsigned integer: "0", "42". No sign, no spaces. */
@@ -28,5 +30,13 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms);
 
 /* CPU count with at most three decimals: "1", "0.5", "2.25" -> 2250. */
 int parse_cpus_milli(const char *s, uint64_t *ret_milli);
+
+/*
+ * Is name[0..len) a portable environment variable name,
+ * [A-Za-z_][A-Za-z0-9_]* (POSIX's, and a C identifier)? The one check of
+ * every env name a user gives (--env, a request's env), and of a key that
+ * may be shown bare after a '.'.
+ */
+bool env_name_is_valid(const char *name, size_t len);
 
 #endif

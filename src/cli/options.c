@@ -4,6 +4,7 @@
 #include "cli/options.h"
 
 #include "base/cleanup.h"
+#include "base/json-cleanup.h"
 #include "base/parse.h"
 
 #include <errno.h>
@@ -35,12 +36,11 @@ static json_t *member(json_t *body, const char *key)
 
 int cli_body_limit(json_t *body, const char *key, json_t *value, struct error *err)
 {
+	_cleanup_json_ json_t *v = value; /* ours, whatever happens */
 	json_t *limits = member(body, "limits");
-	if (!limits) {
-		json_decref(value);
+	if (!limits)
 		return nomem(err);
-	}
-	return cli_body_set(limits, key, value, err);
+	return cli_body_set(limits, key, TAKE_PTR(v), err);
 }
 
 json_t *cli_thousandths(uint64_t milli)
@@ -96,32 +96,24 @@ static int add_metadata(json_t *body, const char *arg, struct error *err)
 	if (arg[0] != '{' && arg[0] != '[')
 		return add_pair(body, "metadata", "metadata", arg, err);
 	json_error_t jerr;
-	json_t *obj = json_loads(arg, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *obj = json_loads(arg, JSON_REJECT_DUPLICATES, &jerr);
 	if (!obj)
 		return error_set(err, EINVAL, "--metadata: not JSON: %s", jerr.text);
-	int r = 0;
 	json_t *m = member(body, "metadata");
-	if (!json_is_object(obj)) {
-		r = error_set(err, EINVAL, "--metadata: must be a JSON object");
-	} else if (!m) {
-		r = nomem(err);
-	} else {
-		const char *key;
-		json_t *value;
-		json_object_foreach(obj, key, value)
-		{
-			if (json_object_get(m, key)) {
-				r = error_set(err, EINVAL, "--metadata: %s is given twice", key);
-				break;
-			}
-			if (json_object_set(m, key, value) < 0) {
-				r = nomem(err);
-				break;
-			}
-		}
+	if (!json_is_object(obj))
+		return error_set(err, EINVAL, "--metadata: must be a JSON object");
+	if (!m)
+		return nomem(err);
+	const char *key;
+	json_t *value;
+	json_object_foreach(obj, key, value)
+	{
+		if (json_object_get(m, key))
+			return error_set(err, EINVAL, "--metadata: %s is given twice", key);
+		if (json_object_set(m, key, value) < 0)
+			return nomem(err);
 	}
-	json_decref(obj);
-	return r;
+	return 0;
 }
 
 int cli_body_option(json_t *body, int opt, const char *arg, struct error *err)

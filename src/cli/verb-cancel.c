@@ -3,6 +3,7 @@
  * has now: "cancelled" when it was queued; "running (cancel requested)"
  * while agentboxd stops a running one, which then ends cancelled.
  */
+#include "base/json-cleanup.h"
 #include "cli/cli.h"
 #include "client/client.h"
 
@@ -28,18 +29,15 @@ int verb_cancel(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};
-	json_t *task = NULL;
+	_cleanup_json_ json_t *task = NULL;
 	if (client_task_request(socket_path, "POST", id, "/cancel", &task, &err) < 0)
 		return cli_fail("cancel: %s", err.msg);
 	const char *status = json_string_value(json_object_get(task, "status"));
-	if (!status) {
-		json_decref(task);
+	if (!status)
 		return cli_fail("cancel: agentboxd's answer has no status");
-	}
 	bool requested = json_is_true(json_object_get(task, "cancel_requested"));
 	printf("%s%s\n", status,
 	       requested && !client_status_is_final(status) ? " (cancel requested)" : "");
-	json_decref(task);
 	if (fflush(stdout) == EOF)
 		return cli_fail("cancel: cannot write the output");
 	return 0;

@@ -8,6 +8,7 @@
  */
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
 #include "cli/cli.h"
 #include "client/client.h"
 
@@ -175,16 +176,14 @@ static int copy_in(struct client *c, const char *local, const struct remote *rem
 		}
 	}
 
-	json_t *answer = NULL;
+	_cleanup_json_ json_t *answer = NULL;
 	if (client_request(c, &req, &answer, &err) < 0)
 		return cli_fail("cp: %s", err.msg);
 	json_t *size = json_object_get(answer, "size");
-	int rc = 0;
 	if (json_is_integer(size) && (uint64_t)json_integer_value(size) != req.body_len)
-		rc = cli_fail("cp: agentboxd wrote %" JSON_INTEGER_FORMAT " bytes of %zu",
-			      json_integer_value(size), req.body_len);
-	json_decref(answer);
-	return rc;
+		return cli_fail("cp: agentboxd wrote %" JSON_INTEGER_FORMAT " bytes of %zu",
+				json_integer_value(size), req.body_len);
+	return 0;
 }
 
 /* ---- out of the sandbox ------------------------------------------------------ */

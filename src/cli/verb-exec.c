@@ -10,7 +10,9 @@
  * daemon that answers with the whole result as JSON instead is understood
  * too. The command goes on in the sandbox if we go away (the API's rule).
  */
+#include "base/buf.h"
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "client/client.h"
@@ -200,11 +202,10 @@ static int read_stdin(json_t *body, struct error *err)
 
 struct runner {
 	struct sse_parser sse;
-	bool started;	/* the body began: its kind is known */
-	bool streaming; /* text/event-stream; else a JSON answer, buffered */
-	char *answer;	/* the JSON answer so far */
-	size_t answer_len;
-	int64_t pid; /* from the start event; -1 before */
+	bool started;	   /* the body began: its kind is known */
+	bool streaming;	   /* text/event-stream; else a JSON answer, buffered */
+	struct buf answer; /* the JSON answer so far, up to EXEC_ANSWER_MAX */
+	int64_t pid;	   /* from the start event; -1 before */
 	json_t *exit;
 	struct error fatal; /* set: what went wrong, when it was not the connection */
 };
@@ -238,12 +239,10 @@ static int copy_output(struct runner *rn, int fd, const json_t *data)
 static int on_event(const struct sse_event *ev, void *data)
 {
 	struct runner *rn = data;
-	json_t *d = json_loadb(ev->data, ev->data_len, 0, NULL);
-	if (!json_is_object(d)) {
-		json_decref(d);
+	_cleanup_json_ json_t *d = json_loadb(ev->data, ev->data_len, 0, NULL);
+	if (!json_is_object(d))
 		return set_fatal(rn, EPROTO, "agentboxd sent a %.32s event that is not JSON",
 				 ev->type);
-	}
 	int r = 0;
 	if (strcmp(ev->type, "stdout") == 0) {
 		r = copy_output(rn, STDOUT_FILENO, d);
@@ -264,7 +263,6 @@ static int on_event(const struct sse_event *ev, void *data)
 			      code ? code : "internal");
 	}
 	/* other events: not ours to know yet, skipped */
-	json_decref(d);
 	return r;
 }
 
@@ -284,15 +282,12 @@ static int on_body(const struct http_response *res, const char *buf, size_t len,
 					 type ? type : "missing");
 	}
 	if (!rn->streaming) {
-		if (len > EXEC_ANSWER_MAX - rn->answer_len)
+		int r = buf_append(&rn->answer, buf, len);
+		if (r == -E2BIG)
 			return error_set(err, EPROTO, "agentboxd's answer is larger than %u MiB",
 					 EXEC_ANSWER_MAX >> 20);
-		char *p = realloc(rn->answer, rn->answer_len + len + 1);
-		if (!p)
-			return error_set_errno(err, ENOMEM, "reading the answer");
-		memcpy(p + rn->answer_len, buf, len);
-		rn->answer = p;
-		rn->answer_len += len;
+		if (r < 0)
+			return error_set_errno(err, -r, "reading the answer");
 		return 0;
 	}
 	int r = sse_parser_feed(&rn->sse, buf, len, err);
@@ -305,22 +300,19 @@ static int on_body(const struct http_response *res, const char *buf, size_t len,
 static int take_answer(struct runner *rn)
 {
 	json_error_t jerr;
-	json_t *a = json_loadb(rn->answer ? rn->answer : "", rn->answer_len, 0, &jerr);
-	if (!json_is_object(a)) {
-		json_decref(a);
+	_cleanup_json_ json_t *a =
+	    json_loadb(rn->answer.data ? rn->answer.data : "", rn->answer.len, 0, &jerr);
+	if (!json_is_object(a))
 		return set_fatal(rn, EPROTO, "agentboxd's answer is not a JSON object");
-	}
 	int r = 0;
 	json_t *out = json_object_get(a, "stdout"), *errs = json_object_get(a, "stderr");
 	if (json_is_string(out))
 		r = write_all(STDOUT_FILENO, json_string_value(out), json_string_length(out));
 	if (r == 0 && json_is_string(errs))
 		r = write_all(STDERR_FILENO, json_string_value(errs), json_string_length(errs));
-	if (r < 0) {
-		json_decref(a);
+	if (r < 0)
 		return set_fatal(rn, -r, "writing the command's output: %s", strerror(-r));
-	}
-	rn->exit = a;
+	rn->exit = TAKE_PTR(a);
 	return 0;
 }
 
@@ -358,7 +350,7 @@ static bool stream_broke(int code)
 
 static int run(struct client *c, const char *target, const json_t *body)
 {
-	struct runner rn = {.pid = -1};
+	struct runner rn = {.pid = -1, .answer = {.max = EXEC_ANSWER_MAX}};
 	sse_parser_init(&rn.sse, on_event, &rn);
 	struct client_request req = {
 	    .method = "POST",
@@ -393,32 +385,31 @@ static int run(struct client *c, const char *target, const json_t *body)
 			rc = cli_fail("exec: %s before the command ended", why);
 	}
 	json_decref(rn.exit);
-	free(rn.answer);
+	buf_release(&rn.answer);
 	return rc;
 }
 
 static int detach(struct client *c, const char *target, const json_t *body)
 {
 	struct error err = {0};
-	json_t *answer = NULL;
+	_cleanup_json_ json_t *answer = NULL;
 	if (client_call(c, "POST", target, body, &answer, &err) < 0)
 		return cli_fail("exec: %s", err.msg);
 	json_t *pid = json_object_get(answer, "pid");
-	int rc = 0;
 	if (!json_is_integer(pid))
-		rc = cli_fail("exec: agentboxd's answer has no pid");
-	else if (printf("%" JSON_INTEGER_FORMAT "\n", json_integer_value(pid)) < 0 ||
-		 fflush(stdout) == EOF)
-		rc = cli_fail("exec: cannot write the output");
-	json_decref(answer);
-	return rc;
+		return cli_fail("exec: agentboxd's answer has no pid");
+	if (printf("%" JSON_INTEGER_FORMAT "\n", json_integer_value(pid)) < 0 ||
+	    fflush(stdout) == EOF)
+		return cli_fail("exec: cannot write the output");
+	return 0;
 }
 
 int verb_exec(int argc, char **argv)
 {
-	struct exec_args a = {.body = json_object()};
+	_cleanup_json_ json_t *body = json_object();
+	struct exec_args a = {.body = body}; /* borrowed: body owns it */
 	struct error err = {0};
-	if (!a.body)
+	if (!body)
 		return cli_fail("exec: out of memory");
 	int rc;
 	char target[CLIENT_TARGET_MAX];
@@ -436,6 +427,5 @@ int verb_exec(int argc, char **argv)
 		rc = a.detach ? detach(&c, target, a.body) : run(&c, target, a.body);
 	}
 	client_release(&c);
-	json_decref(a.body);
 	return rc;
 }

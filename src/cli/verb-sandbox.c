@@ -5,6 +5,7 @@
  * in it and cp (verb-cp.c) copies files in and out.
  */
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "client/client.h"
@@ -126,33 +127,27 @@ static int print_member(const char *verb, const json_t *answer, const char *key)
 
 static int sandbox_create(int argc, char **argv)
 {
-	json_t *body = json_object();
+	_cleanup_json_ json_t *body = json_object();
 	if (!body)
 		return cli_fail("sandbox create: out of memory");
 	const char *socket_path = NULL;
 	bool want_help = false;
 	struct error err = {0};
-	json_t *sandbox = NULL;
-	int rc;
-	if (create_body(argc, argv, body, &socket_path, &want_help, &err) < 0) {
-		rc = cli_fail("sandbox create: %s", err.msg);
-	} else if (want_help) {
+	if (create_body(argc, argv, body, &socket_path, &want_help, &err) < 0)
+		return cli_fail("sandbox create: %s", err.msg);
+	if (want_help) {
 		fputs(create_help, stdout);
-		rc = 0;
-	} else {
-		struct client c;
-		int r = client_init(&c, socket_path, &err);
-		if (r == 0)
-			r = client_call(&c, "POST", "/v1/sandboxes", body, &sandbox, &err);
-		client_release(&c);
-		if (r < 0)
-			rc = cli_fail("sandbox create: %s", err.msg);
-		else
-			rc = print_member("sandbox create", sandbox, "id");
+		return 0;
 	}
-	json_decref(sandbox);
-	json_decref(body);
-	return rc;
+	_cleanup_json_ json_t *sandbox = NULL;
+	struct client c;
+	int r = client_init(&c, socket_path, &err);
+	if (r == 0)
+		r = client_call(&c, "POST", "/v1/sandboxes", body, &sandbox, &err);
+	client_release(&c);
+	if (r < 0)
+		return cli_fail("sandbox create: %s", err.msg);
+	return print_member("sandbox create", sandbox, "id");
 }
 
 /* ---- ls ----------------------------------------------------------------- */
@@ -344,18 +339,14 @@ static int one_call(const char *verb, const char *help_text, const char *method,
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};
-	json_t *sandbox = NULL;
+	_cleanup_json_ json_t *sandbox = NULL;
 	if (client_sandbox_request(socket_path, method, id, suffix, NULL, &sandbox, &err) < 0)
 		return cli_fail("%s: %s", verb, err.msg);
-	if (print) {
-		rc = print_member(verb, sandbox, print);
-	} else {
-		rc = 0;
-		if (client_print_json(stdout, sandbox) < 0 || fflush(stdout) == EOF)
-			rc = cli_fail("%s: cannot write the output", verb);
-	}
-	json_decref(sandbox);
-	return rc;
+	if (print)
+		return print_member(verb, sandbox, print);
+	if (client_print_json(stdout, sandbox) < 0 || fflush(stdout) == EOF)
+		return cli_fail("%s: cannot write the output", verb);
+	return 0;
 }
 
 static int sandbox_inspect(int argc, char **argv)
@@ -399,18 +390,15 @@ static int sandbox_timeout(int argc, char **argv)
 	uint64_t ms;
 	if (cli_parse_duration("DURATION", argv[optind + 1], &ms, &err) < 0)
 		return cli_fail("%s: %s", verb, err.msg);
-	json_t *body = json_pack("{s:I}", "timeout_s", (json_int_t)cli_whole_seconds(ms));
+	_cleanup_json_ json_t *body =
+	    json_pack("{s:I}", "timeout_s", (json_int_t)cli_whole_seconds(ms));
 	if (!body)
 		return cli_fail("%s: out of memory", verb);
-	json_t *sandbox = NULL;
+	_cleanup_json_ json_t *sandbox = NULL;
 	if (client_sandbox_request(socket_path, "POST", argv[optind], "/timeout", body, &sandbox,
 				   &err) < 0)
-		rc = cli_fail("%s: %s", verb, err.msg);
-	else
-		rc = print_member(verb, sandbox, "expires_at");
-	json_decref(sandbox);
-	json_decref(body);
-	return rc;
+		return cli_fail("%s: %s", verb, err.msg);
+	return print_member(verb, sandbox, "expires_at");
 }
 
 /* ---- rm ------------------------------------------------------------------ */

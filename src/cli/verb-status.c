@@ -2,6 +2,7 @@
  * agentbox status: one task, as agentboxd shows it, pretty-printed JSON.
  */
 #include "base/cleanup.h"
+#include "base/json-cleanup.h"
 #include "cli/cli.h"
 #include "client/client.h"
 
@@ -24,11 +25,10 @@ int verb_status(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};
-	json_t *task = NULL;
+	_cleanup_json_ json_t *task = NULL;
 	if (client_task_request(socket_path, "GET", id, NULL, &task, &err) < 0)
 		return cli_fail("status: %s", err.msg);
 	int r = client_print_json(stdout, task);
-	json_decref(task);
 	if (r < 0 || fflush(stdout) == EOF)
 		return cli_fail("status: cannot write the output");
 	return 0;

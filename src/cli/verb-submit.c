@@ -8,6 +8,7 @@
  */
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -242,42 +243,30 @@ static int parse_args(int argc, char **argv, struct submit_args *a, struct error
 
 int verb_submit(int argc, char **argv)
 {
-	struct submit_args a = {.body = json_object()};
+	_cleanup_json_ json_t *body = json_object();
+	struct submit_args a = {.body = body}; /* borrowed: body owns it */
 	struct error err = {0};
-	int rc = EXIT_AGENTBOX;
-	if (!a.body)
+	if (!body)
 		return cli_fail("submit: out of memory");
-	if (parse_args(argc, argv, &a, &err) < 0) {
-		rc = cli_fail("submit: %s", err.msg);
-		goto out;
-	}
+	if (parse_args(argc, argv, &a, &err) < 0)
+		return cli_fail("submit: %s", err.msg);
 	if (a.help) {
 		fputs(help, stdout);
-		rc = 0;
-		goto out;
+		return 0;
 	}
 
 	struct client c;
-	if (client_init(&c, a.socket_path, &err) < 0) {
-		rc = cli_fail("submit: %s", err.msg);
-		goto out;
-	}
-	json_t *task = NULL;
+	if (client_init(&c, a.socket_path, &err) < 0)
+		return cli_fail("submit: %s", err.msg);
+	_cleanup_json_ json_t *task = NULL;
 	int r = client_call(&c, "POST", "/v1/tasks", a.body, &task, &err);
 	client_release(&c);
-	if (r < 0) {
-		rc = cli_fail("submit: %s", err.msg);
-		goto out;
-	}
+	if (r < 0)
+		return cli_fail("submit: %s", err.msg);
 	const char *id = json_string_value(json_object_get(task, "id"));
 	if (!id)
-		rc = cli_fail("submit: agentboxd's answer has no task id");
-	else if (printf("%s\n", id) < 0 || fflush(stdout) == EOF)
-		rc = cli_fail("submit: cannot write the output");
-	else
-		rc = 0;
-	json_decref(task);
-out:
-	json_decref(a.body);
-	return rc;
+		return cli_fail("submit: agentboxd's answer has no task id");
+	if (printf("%s\n", id) < 0 || fflush(stdout) == EOF)
+		return cli_fail("submit: cannot write the output");
+	return 0;
 }

@@ -16,6 +16,7 @@
  * WAIT_RECONNECT_MS does wait give up (125). On a terminal a one-line view
  * (status, attempt, progress) is redrawn as events come.
  */
+#include "base/json-cleanup.h"
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "client/client.h"
@@ -159,11 +160,9 @@ static int on_event(const struct sse_event *ev, void *data)
 {
 	struct waiter *w = data;
 	json_error_t jerr;
-	json_t *e = json_loadb(ev->data, ev->data_len, 0, &jerr);
-	if (!json_is_object(e)) {
-		json_decref(e);
+	_cleanup_json_ json_t *e = json_loadb(ev->data, ev->data_len, 0, &jerr);
+	if (!json_is_object(e))
 		return fatal(w, "agentboxd sent an event that is not a JSON object");
-	}
 	int64_t seq = -1;
 	uint64_t id;
 	if (ev->id[0] && parse_u64(ev->id, &id) == 0 && id <= INT64_MAX)
@@ -193,7 +192,6 @@ static int on_event(const struct sse_event *ev, void *data)
 		}
 	}
 	/* other types: not ours to know yet, skipped */
-	json_decref(e);
 	draw(w);
 	return r;
 }
@@ -294,17 +292,13 @@ static int follow(struct waiter *w, const char *timeout_arg)
 		return cli_fail("wait: %s", err.msg);
 
 	/* the first look: the task exists, and may have ended already */
-	json_t *task = NULL;
-	int r = client_call(&w->c, "GET", task_target, NULL, &task, &err);
+	_cleanup_json_ json_t *first = NULL;
+	int r = client_call(&w->c, "GET", task_target, NULL, &first, &err);
 	if (r < 0)
 		return cli_fail("wait: %s", err.msg);
-	view_task(w, task);
-	if (client_status_is_final(w->status)) {
-		r = finish(w, task);
-		json_decref(task);
-		return r;
-	}
-	json_decref(task);
+	view_task(w, first);
+	if (client_status_is_final(w->status))
+		return finish(w, first);
 	draw(w);
 
 	int64_t failing_since = 0; /* when the current run of failures began; 0 = none */
@@ -343,6 +337,7 @@ static int follow(struct waiter *w, const char *timeout_arg)
 		if (!failing_since)
 			failing_since = http_now_ms();
 		struct error gerr = {0};
+		_cleanup_json_ json_t *task = NULL;
 		r = get_task(w, task_target, failing_since + WAIT_RECONNECT_MS, &task, &gerr);
 		if (r == -ETIMEDOUT)
 			return timed_out(w, timeout_arg);
@@ -354,12 +349,8 @@ static int follow(struct waiter *w, const char *timeout_arg)
 					WAIT_RECONNECT_MS / 1000, gerr.msg);
 		}
 		view_task(w, task);
-		if (client_status_is_final(w->status)) {
-			r = finish(w, task);
-			json_decref(task);
-			return r;
-		}
-		json_decref(task);
+		if (client_status_is_final(w->status))
+			return finish(w, task);
 		draw(w);
 		/*
 		 * agentboxd answers, but the stream did not carry us to the end:

@@ -5,6 +5,7 @@
 #include "client/client.h"
 
 #include "base/cleanup.h"
+#include "base/json-cleanup.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -89,7 +90,8 @@ static int status_errno(int status)
 static int api_error(const struct client *c, const struct http_response *res, struct error *err)
 {
 	int code = status_errno(res->status);
-	json_t *root = res->body ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	_cleanup_json_ json_t *root =
+	    res->body ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
 	json_t *e = json_object_get(root, "error");
 	const char *name = json_string_value(json_object_get(e, "code"));
 	const char *msg = json_string_value(json_object_get(e, "message"));
@@ -103,7 +105,6 @@ static int api_error(const struct client *c, const struct http_response *res, st
 		error_set(err, code, "%s at %s answered %d %s", CLIENT_PEER, c->ep.name,
 			  res->status, res->reason);
 	}
-	json_decref(root);
 	if (err) {
 		if (res->status == 401 && c->ep.transport == HTTP_TCP && !c->auth_header)
 			error_prefix(err, "AGENTBOX_TOKEN is not set: ");
@@ -197,7 +198,8 @@ int client_request(struct client *c, const struct client_request *creq, json_t *
 		return 0;
 	}
 	json_error_t jerr;
-	json_t *json = json_loadb(res.body ? res.body : "", res.body_len, JSON_DECODE_ANY, &jerr);
+	_cleanup_json_ json_t *json =
+	    json_loadb(res.body ? res.body : "", res.body_len, JSON_DECODE_ANY, &jerr);
 	http_response_release(&res);
 	if (!json) {
 		r = error_set(err, EPROTO, "%s at %s answered with something that is not JSON: %s",
@@ -206,9 +208,7 @@ int client_request(struct client *c, const struct client_request *creq, json_t *
 		return r;
 	}
 	if (ret)
-		*ret = json;
-	else
-		json_decref(json);
+		*ret = TAKE_PTR(json);
 	return 0;
 }
 
@@ -246,16 +246,14 @@ int client_list(struct client *c, const char *target, const char *key, client_pa
 			url = NULL;
 			return error_set_errno(err, ENOMEM, "building the request");
 		}
-		json_t *list = NULL;
+		_cleanup_json_ json_t *list = NULL;
 		int r = client_call(c, "GET", url, NULL, &list, err);
 		if (r < 0)
 			return r;
 		json_t *items = json_object_get(list, key);
-		if (!json_is_array(items)) {
-			json_decref(list);
+		if (!json_is_array(items))
 			return error_set(err, EPROTO, "%s's answer has no %s list", CLIENT_PEER,
 					 key);
-		}
 		r = fn(items, page, data, err);
 		json_t *next = json_object_get(list, "next");
 		const char *n = json_string_value(next);
@@ -265,7 +263,6 @@ int client_list(struct client *c, const char *target, const char *key, client_pa
 			r = error_set(err, EPROTO, "%s's answer has a bad next page", CLIENT_PEER);
 		if (r == 0 && n)
 			snprintf(after, sizeof(after), "%s", n);
-		json_decref(list);
 		if (r < 0 || !n)
 			return r;
 	}

@@ -8,6 +8,7 @@
  */
 #include "client/http-client.h"
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 
 #include <arpa/inet.h>
@@ -423,42 +424,12 @@ static int conn_send(struct conn *c, const char *p, size_t n)
 
 /* ---- the request ------------------------------------------------------ */
 
-struct strbuf {
-	char *p;
-	size_t len, cap;
-};
-
-static int strbuf_add(struct strbuf *b, const char *s, size_t n, size_t max)
+static int head_add(struct buf *b, const char *a, const char *sep, const char *z)
 {
-	if (n > max || b->len > max - n)
-		return -E2BIG;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		if (cap > max + 1)
-			cap = max + 1;
-		char *np = realloc(b->p, cap);
-		if (!np)
-			return -ENOMEM;
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
-static int head_add(struct strbuf *b, const char *a, const char *sep, const char *z)
-{
-	int r;
-	if ((r = strbuf_add(b, a, strlen(a), HTTP_REQUEST_HEAD_MAX)) < 0 ||
-	    (r = strbuf_add(b, sep, strlen(sep), HTTP_REQUEST_HEAD_MAX)) < 0 ||
-	    (r = strbuf_add(b, z, strlen(z), HTTP_REQUEST_HEAD_MAX)) < 0 ||
-	    (r = strbuf_add(b, "\r\n", 2, HTTP_REQUEST_HEAD_MAX)) < 0)
-		return r;
-	return 0;
+	buf_puts(b, a);
+	buf_puts(b, sep);
+	buf_puts(b, z);
+	return buf_append(b, "\r\n", 2);
 }
 
 static bool method_needs_length(const char *m)
@@ -466,7 +437,8 @@ static bool method_needs_length(const char *m)
 	return strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || strcmp(m, "PATCH") == 0;
 }
 
-static int build_request(const struct http_request *req, struct strbuf *b, struct error *err)
+/* The request's head into b, whose max is HTTP_REQUEST_HEAD_MAX. */
+static int build_request(const struct http_request *req, struct buf *b, struct error *err)
 {
 	if (!req->method || !*req->method || !req->target || req->target[0] != '/')
 		return error_set(err, EINVAL, "internal: a request needs a method and a /target");
@@ -485,7 +457,7 @@ static int build_request(const struct http_request *req, struct strbuf *b, struc
 
 	int r;
 	char line[64];
-	if ((r = strbuf_add(b, req->method, strlen(req->method), HTTP_REQUEST_HEAD_MAX)) < 0 ||
+	if ((r = buf_puts(b, req->method)) < 0 ||
 	    (r = head_add(b, " ", req->target, " HTTP/1.1")) < 0 ||
 	    (r = head_add(b, "Host", ": ", host)) < 0 ||
 	    (r = head_add(b, "Connection", ": ", "close")) < 0)
@@ -510,7 +482,7 @@ static int build_request(const struct http_request *req, struct strbuf *b, struc
 		if ((r = head_add(b, *h, "", "")) < 0)
 			goto fail;
 	}
-	if ((r = strbuf_add(b, "\r\n", 2, HTTP_REQUEST_HEAD_MAX)) < 0)
+	if ((r = buf_append(b, "\r\n", 2)) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -690,8 +662,7 @@ static int framing_of(struct conn *c, const struct http_request *req,
 struct body {
 	struct http_response *res;
 	bool stream;
-	size_t max;
-	struct strbuf buf;
+	struct buf buf; /* buffered, up to its max */
 };
 
 /* Hand n bytes on. 0, 1 (the callback said stop), or -errno. */
@@ -709,9 +680,9 @@ static int body_sink(struct conn *c, struct body *b, const char *p, size_t n)
 		}
 		return r > 0 ? 1 : 0;
 	}
-	int r = strbuf_add(&b->buf, p, n, b->max);
+	int r = buf_append(&b->buf, p, n);
 	if (r == -E2BIG)
-		return bad_response(c, "the body is larger than %zu bytes", b->max);
+		return bad_response(c, "the body is larger than %zu bytes", b->buf.max);
 	if (r < 0)
 		return error_set_errno(c->err, -r, "reading the response body");
 	return 0;
@@ -738,9 +709,9 @@ static int body_take(struct conn *c, struct body *b, uint64_t n, const char *wha
 
 static int read_length_body(struct conn *c, struct body *b, uint64_t n)
 {
-	if (!b->stream && n > b->max)
+	if (!b->stream && n > b->buf.max)
 		return bad_response(c, "the body of %" PRIu64 " bytes is larger than %zu", n,
-				    b->max);
+				    b->buf.max);
 	while (n > 0) {
 		size_t used;
 		int r = body_take(c, b, n, "the body", &used);
@@ -855,8 +826,8 @@ static int read_chunked_body(struct conn *c, struct body *b)
 			return r;
 		if (size == 0)
 			break;
-		if (!b->stream && size > b->max - b->buf.len)
-			return bad_response(c, "the body is larger than %zu bytes", b->max);
+		if (!b->stream && size > b->buf.max - b->buf.len)
+			return bad_response(c, "the body is larger than %zu bytes", b->buf.max);
 		while (size > 0) {
 			size_t used;
 			r = body_take(c, b, size, "a chunk", &used);
@@ -933,7 +904,7 @@ int http_exchange(int fd, const char *name, const struct http_request *req,
 {
 	if (!opt)
 		opt = &default_options;
-	struct strbuf head = {0};
+	struct buf head = {.max = HTTP_REQUEST_HEAD_MAX};
 	struct http_response res = {0};
 	struct body b = {.res = &res};
 	struct error send_err = {0};
@@ -954,7 +925,7 @@ int http_exchange(int fd, const char *name, const struct http_request *req,
 	 * read the answer anyway, and report the send error only if none came.
 	 */
 	bool local = false;
-	r = conn_send(&c, head.p, head.len);
+	r = conn_send(&c, head.data, head.len);
 	if (r == 0 && req->body && req->body_len > 0)
 		r = conn_send(&c, req->body, req->body_len);
 	else if (r == 0 && req->read_body)
@@ -995,7 +966,7 @@ int http_exchange(int fd, const char *name, const struct http_request *req,
 	if ((r = framing_of(&c, req, &res, &frame, &length)) < 0)
 		goto out;
 	b.stream = opt->on_body && res.status / 100 == 2;
-	b.max = opt->body_max ? opt->body_max : HTTP_BODY_MAX;
+	b.buf.max = opt->body_max ? opt->body_max : HTTP_BODY_MAX;
 	switch (frame) {
 	case FRAME_NONE:
 		r = 0;
@@ -1014,21 +985,18 @@ int http_exchange(int fd, const char *name, const struct http_request *req,
 		goto out;
 	res.stopped = r > 0;
 	res.streamed = b.stream;
-	if (!b.stream && frame != FRAME_NONE) {
-		if (!b.buf.p && (r = strbuf_add(&b.buf, "", 0, b.max)) < 0) {
-			r = error_set_errno(err, -r, "reading the response body");
-			goto out;
-		}
-		res.body = TAKE_PTR(b.buf.p);
-		res.body_len = b.buf.len;
+	if (!b.stream && frame != FRAME_NONE &&
+	    (r = buf_steal(&b.buf, &res.body, &res.body_len)) < 0) {
+		r = error_set_errno(err, -r, "reading the response body");
+		goto out;
 	}
 	*ret = res;
 	res = (struct http_response){0};
 	r = 0;
 out:
-	free(head.p);
+	buf_release(&head);
 	free(buf);
-	free(b.buf.p);
+	buf_release(&b.buf);
 	/* res.headers point into res.head; release both together */
 	http_response_release(&res);
 	return r;

@@ -8,52 +8,27 @@
 #include "client/sse.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 void sse_parser_init(struct sse_parser *p, sse_event_fn fn, void *data)
 {
-	*p = (struct sse_parser){.fn = fn, .fn_data = data};
+	*p = (struct sse_parser){.fn = fn,
+				 .fn_data = data,
+				 .line = {.max = SSE_LINE_MAX},
+				 .data = {.max = SSE_DATA_MAX}};
 }
 
 void sse_parser_release(struct sse_parser *p)
 {
 	if (!p)
 		return;
-	free(p->line);
-	free(p->data);
-	p->line = p->data = NULL;
-	p->line_len = p->line_cap = p->data_len = p->data_cap = 0;
-}
-
-/* Append n bytes to a growing buffer of at most max bytes (+ a NUL). */
-static int grow_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, size_t max)
-{
-	if (n > max || *len > max - n)
-		return -E2BIG;
-	if (*len + n + 1 > *cap) {
-		size_t c = *cap ? *cap : 128;
-		while (c < *len + n + 1)
-			c *= 2;
-		if (c > max + 1)
-			c = max + 1;
-		char *np = realloc(*buf, c);
-		if (!np)
-			return -ENOMEM;
-		*buf = np;
-		*cap = c;
-	}
-	memcpy(*buf + *len, s, n);
-	*len += n;
-	(*buf)[*len] = '\0';
-	return 0;
+	buf_release(&p->line);
+	buf_release(&p->data);
 }
 
 static void reset_event(struct sse_parser *p)
 {
-	p->data_len = 0;
-	if (p->data)
-		p->data[0] = '\0';
+	buf_reset(&p->data);
 	p->has_data = false;
 	p->type[0] = '\0';
 	p->type_set = false;
@@ -66,13 +41,13 @@ static int dispatch(struct sse_parser *p)
 		return 0;
 	}
 	/* drop the "\n" after the last data line */
-	if (p->data_len > 0 && p->data[p->data_len - 1] == '\n')
-		p->data[--p->data_len] = '\0';
+	if (p->data.len > 0 && p->data.data[p->data.len - 1] == '\n')
+		buf_truncate(&p->data, p->data.len - 1);
 	struct sse_event ev = {
 	    .type = p->type_set && p->type[0] ? p->type : "message",
 	    .id = p->id,
-	    .data = p->data ? p->data : "",
-	    .data_len = p->data_len,
+	    .data = p->data.data ? p->data.data : "",
+	    .data_len = p->data.len,
 	};
 	int r = p->fn ? p->fn(&ev, p->fn_data) : 0;
 	reset_event(p);
@@ -95,11 +70,8 @@ static int process_line(struct sse_parser *p, const char *line, size_t len, stru
 	}
 
 	if (nlen == 4 && memcmp(line, "data", 4) == 0) {
-		int r =
-		    grow_append(&p->data, &p->data_len, &p->data_cap, value, vlen, SSE_DATA_MAX);
-		if (r == 0)
-			r = grow_append(&p->data, &p->data_len, &p->data_cap, "\n", 1,
-					SSE_DATA_MAX);
+		buf_append(&p->data, value, vlen);
+		int r = buf_append(&p->data, "\n", 1);
 		if (r == -E2BIG)
 			return error_set(err, E2BIG, "an event's data is larger than %u bytes",
 					 SSE_DATA_MAX);
@@ -141,10 +113,9 @@ int sse_parser_feed(struct sse_parser *p, const char *buf, size_t len, struct er
 			j++;
 		const char *line = buf + i;
 		size_t line_len = j - i;
-		if (p->line_len > 0 || j == len) {
+		if (p->line.len > 0 || j == len) {
 			/* a line split across pieces: collect it */
-			int r = grow_append(&p->line, &p->line_len, &p->line_cap, buf + i, j - i,
-					    SSE_LINE_MAX);
+			int r = buf_append(&p->line, buf + i, j - i);
 			if (r < 0) {
 				p->failed = true;
 				if (r == -E2BIG)
@@ -156,8 +127,8 @@ int sse_parser_feed(struct sse_parser *p, const char *buf, size_t len, struct er
 			}
 			if (j == len)
 				return 0;
-			line = p->line;
-			line_len = p->line_len;
+			line = p->line.data;
+			line_len = p->line.len;
 		} else if (line_len > SSE_LINE_MAX) {
 			p->failed = true;
 			return error_set(err, E2BIG, "an event stream line is longer than %u bytes",
@@ -166,7 +137,7 @@ int sse_parser_feed(struct sse_parser *p, const char *buf, size_t len, struct er
 		p->after_cr = buf[j] == '\r';
 		i = j + 1;
 		int r = process_line(p, line, line_len, err);
-		p->line_len = 0;
+		buf_reset(&p->line);
 		if (r < 0)
 			p->failed = true;
 		if (r != 0)
@@ -177,9 +148,9 @@ int sse_parser_feed(struct sse_parser *p, const char *buf, size_t len, struct er
 
 int sse_parser_finish(struct sse_parser *p)
 {
-	bool partial_line = p->line_len > 0 && p->line[0] != ':';
+	bool partial_line = p->line.len > 0 && p->line.data[0] != ':';
 	bool dropped = p->has_data || p->type_set || partial_line;
-	p->line_len = 0;
+	buf_reset(&p->line);
 	p->after_cr = false;
 	p->failed = false;
 	reset_event(p);

@@ -22,6 +22,7 @@
 #ifndef AGENTBOX_CLIENT_SSE_H
 #define AGENTBOX_CLIENT_SSE_H
 
+#include "base/buf.h"
 #include "base/error.h"
 
 #include <stdbool.h>
@@ -44,10 +45,8 @@ typedef int (*sse_event_fn)(const struct sse_event *ev, void *data);
 struct sse_parser {
 	sse_event_fn fn;
 	void *fn_data;
-	char *line; /* the line being read, not yet ended */
-	size_t line_len, line_cap;
-	char *data; /* the event's data so far, each line followed by "\n" */
-	size_t data_len, data_cap;
+	struct buf line; /* the line being read, not yet ended; max SSE_LINE_MAX */
+	struct buf data; /* the event's data so far, each line followed by "\n"; max SSE_DATA_MAX */
 	bool has_data;
 	char type[64];
 	bool type_set;

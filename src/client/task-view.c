@@ -1,8 +1,11 @@
 /*
  * task-view.c - what the client verbs share about tasks and sandboxes: ids
- * in paths, exit statuses, and compact one-line views (client.h).
+ * in paths, exit statuses, and compact one-line views (client.h). Which
+ * statuses exist and which are final is core's (core/task.h).
  */
 #include "client/client.h"
+
+#include "core/task.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -66,27 +69,37 @@ int client_sandbox_file_target(const char *id, const char *path, char **ret, str
 	return 0;
 }
 
-static const struct {
-	const char *status;
-	int exit_code;
-} final_statuses[] = {
-    {"succeeded", 0},	{"failed", 1},	    {"oom_killed", 137},
-    {"timed_out", 124}, {"cancelled", 130}, {"lost", 3},
-};
-
 int client_status_exit_code(const char *status)
 {
-	if (!status)
+	enum task_status s;
+	if (task_status_parse(status, &s) < 0 || !task_status_is_final(s))
 		return -1;
-	for (size_t i = 0; i < sizeof(final_statuses) / sizeof(final_statuses[0]); i++)
-		if (strcmp(status, final_statuses[i].status) == 0)
-			return final_statuses[i].exit_code;
+	/* no default: a status core adds must be given its exit status here */
+	switch (s) {
+	case TASK_SUCCEEDED:
+		return 0;
+	case TASK_FAILED:
+		return 1;
+	case TASK_OOM_KILLED:
+		return 137;
+	case TASK_TIMED_OUT:
+		return 124;
+	case TASK_CANCELLED:
+		return 130;
+	case TASK_LOST:
+		return 3;
+	case TASK_QUEUED:
+	case TASK_RUNNING:
+	case TASK_STATUS_COUNT:
+		break;
+	}
 	return -1;
 }
 
 bool client_status_is_final(const char *status)
 {
-	return client_status_exit_code(status) >= 0;
+	enum task_status s;
+	return task_status_parse(status, &s) == 0 && task_status_is_final(s);
 }
 
 int client_print_json(FILE *f, const json_t *json)

@@ -41,7 +41,7 @@ struct sse {
 	json_t *exit; /* the exit record, once the shim sent it */
 	bool shim_gone;
 	bool start_sent, done;
-	struct jbuf pending; /* events ready to send */
+	struct buf pending; /* events ready to send */
 	size_t pending_off;
 	int64_t last_sent_ms;
 };
@@ -58,9 +58,9 @@ static int open_output(struct sse *s, const char *ext)
 static void put_output_event(struct sse *s, const char *name, const char *buf, size_t n)
 {
 	/* cut at a UTF-8 boundary where possible: a character is not split in two events */
-	jbuf_printf(&s->pending, "event: %s\ndata: {\"data\":", name);
-	jbuf_str(&s->pending, buf, n);
-	jbuf_puts(&s->pending, "}\n\n");
+	buf_printf(&s->pending, "event: %s\ndata: {\"data\":", name);
+	json_put_str(&s->pending, buf, n);
+	buf_puts(&s->pending, "}\n\n");
 }
 
 /* Read new output of one file into events. Returns bytes read. */
@@ -120,7 +120,7 @@ static void listen_shim(struct sse *s, int wait_ms)
 static void fill(struct sse *s)
 {
 	if (!s->start_sent) {
-		jbuf_printf(&s->pending, "event: start\ndata: {\"pid\":%ld}\n\n", s->pid);
+		buf_printf(&s->pending, "event: start\ndata: {\"pid\":%ld}\n\n", s->pid);
 		s->start_sent = true;
 		return;
 	}
@@ -132,23 +132,23 @@ static void fill(struct sse *s)
 	if (had_exit) {
 		/* every byte written before the exit record was read above */
 		json_t *r = api_exit_json(s->pid, s->exit);
-		jbuf_puts(&s->pending, "event: exit\ndata: ");
-		jbuf_json(&s->pending, r ? r : json_object());
-		jbuf_puts(&s->pending, "\n\n");
+		buf_puts(&s->pending, "event: exit\ndata: ");
+		json_put(&s->pending, r ? r : json_object());
+		buf_puts(&s->pending, "\n\n");
 		json_decref(r);
 		s->done = true;
 		return;
 	}
 	if (s->shim_gone) {
-		jbuf_puts(&s->pending,
-			  "event: error\ndata: {\"error\":{\"code\":\"sandbox_ended\","
-			  "\"message\":\"the sandbox ended before the process did\"}}\n\n");
+		buf_puts(&s->pending,
+			 "event: error\ndata: {\"error\":{\"code\":\"sandbox_ended\","
+			 "\"message\":\"the sandbox ended before the process did\"}}\n\n");
 		s->done = true;
 		return;
 	}
 	listen_shim(s, SSE_WAIT_MS);
 	if (!s->pending.len && wall_clock_ms() - s->last_sent_ms > SSE_HEARTBEAT_MS)
-		jbuf_puts(&s->pending, ": keep-alive\n\n");
+		buf_puts(&s->pending, ": keep-alive\n\n");
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -162,10 +162,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 			size_t n = s->pending.len - s->pending_off;
 			if (n > max)
 				n = max;
-			memcpy(buf, s->pending.p + s->pending_off, n);
+			memcpy(buf, s->pending.data + s->pending_off, n);
 			s->pending_off += n;
 			if (s->pending_off == s->pending.len) {
-				jbuf_truncate(&s->pending, 0);
+				buf_truncate(&s->pending, 0);
 				s->pending_off = 0;
 			}
 			s->last_sent_ms = wall_clock_ms();
@@ -184,7 +184,7 @@ static void sse_free(void *cls)
 	CLOSE_FD(s->out_fd);
 	CLOSE_FD(s->err_fd);
 	json_decref(s->exit);
-	jbuf_release(&s->pending);
+	buf_release(&s->pending);
 	free(s);
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
 #include "core/layout.h"
 #include "core/limits.h"
 #include "shim/client.h"
@@ -36,40 +37,31 @@ static int shim_refused(int r, struct error *err)
 static json_t *exec_env(struct fleet *f, const char *id, json_t *extra)
 {
 	char path[4400];
-	json_t *base =
+	_cleanup_json_ json_t *base =
 	    layout_sandbox_file(path, sizeof(path), f->cfg.state_dir, id, LAYOUT_ENV_JSON) == 0
 		? json_load_file(path, 0, NULL)
 		: NULL;
-	json_t *merged = json_pack("{s:s, s:s, s:s}", "PATH", SPEC_DEFAULT_PATH, "HOME",
-				   SPEC_DEFAULT_WORKDIR, "LANG", SPEC_DEFAULT_LANG);
-	json_t *out = json_array();
+	_cleanup_json_ json_t *merged =
+	    json_pack("{s:s, s:s, s:s}", "PATH", SPEC_DEFAULT_PATH, "HOME", SPEC_DEFAULT_WORKDIR,
+		      "LANG", SPEC_DEFAULT_LANG);
+	_cleanup_json_ json_t *out = json_array();
 	if (!merged || !out || (base && json_object_update(merged, base) < 0) ||
-	    (extra && json_object_update(merged, extra) < 0)) {
-		json_decref(base);
-		json_decref(merged);
-		json_decref(out);
+	    (extra && json_object_update(merged, extra) < 0))
 		return NULL;
-	}
 	const char *k;
 	json_t *v;
 	json_object_foreach(merged, k, v)
 	{
 		const char *val = json_string_value(v);
 		size_t n = strlen(k) + (val ? strlen(val) : 0) + 2;
-		char *kv = malloc(n);
-		if (!kv ||
-		    json_array_append_new(
-			out, json_string((snprintf(kv, n, "%s=%s", k, val ? val : ""), kv))) < 0) {
-			free(kv);
-			json_decref(out);
-			out = NULL;
-			break;
-		}
-		free(kv);
+		_cleanup_free_ char *kv = malloc(n);
+		if (!kv)
+			return NULL;
+		snprintf(kv, n, "%s=%s", k, val ? val : "");
+		if (json_array_append_new(out, json_string(kv)) < 0)
+			return NULL;
 	}
-	json_decref(base);
-	json_decref(merged);
-	return out;
+	return TAKE_PTR(out);
 }
 
 /* A memfd holding data, at offset 0. */
@@ -95,12 +87,11 @@ int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
 		return error_set(err, ENAMETOOLONG, "the state directory's path is too long");
 	json_t *env = exec_env(f, id, x->env);
-	json_t *msg =
+	_cleanup_json_ json_t *msg =
 	    env ? json_pack("{s:s, s:O, s:o, s:s, s:I}", "op", "exec", "command", x->command, "env",
 			    env, "cwd", x->cwd, "timeout_ms", (json_int_t)x->timeout_ms)
 		: NULL;
 	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-	json_decref(msg);
 	if (!text)
 		return error_set(err, ENOMEM, "out of memory");
 	_cleanup_close_ int in = -1;
@@ -110,18 +101,15 @@ int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x
 	int r = shim_connect(dir, &fd, err);
 	if (r == 0)
 		r = shim_send(fd, text, in, err);
-	json_t *reply = NULL;
+	_cleanup_json_ json_t *reply = NULL;
 	if (r == 0)
 		r = shim_recv(fd, FLEET_CALL_TIMEOUT_MS, &reply, NULL, err);
 	if (r < 0)
 		return shim_refused(r, err);
 	json_t *pid = json_object_get(reply, "pid");
-	if (!json_is_integer(pid)) {
-		json_decref(reply);
+	if (!json_is_integer(pid))
 		return error_set(err, EPROTO, "shim: exec reply without a pid");
-	}
 	*ret_pid = (long)json_integer_value(pid);
-	json_decref(reply);
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
@@ -153,9 +141,8 @@ int fleet_watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct e
 	char dir[4200];
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
 		return error_set(err, ENAMETOOLONG, "the state directory's path is too long");
-	json_t *msg = json_pack("{s:s, s:I}", "op", "watch", "pid", (json_int_t)pid);
+	_cleanup_json_ json_t *msg = json_pack("{s:s, s:I}", "op", "watch", "pid", (json_int_t)pid);
 	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-	json_decref(msg);
 	if (!text)
 		return error_set(err, ENOMEM, "out of memory");
 	_cleanup_close_ int fd = -1;
@@ -169,29 +156,24 @@ int fleet_watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct e
 }
 
 /* One request to the shim of id whose reply is dropped. */
-static int call_simple(struct fleet *f, const char *id, json_t *msg, struct error *err)
+static int call_simple(struct fleet *f, const char *id, json_t *request, struct error *err)
 {
+	_cleanup_json_ json_t *msg = request, *reply = NULL;
 	if (!msg)
 		return error_set(err, ENOMEM, "out of memory");
-	json_t *reply = NULL;
-	int r = fleet_call(f, id, msg, -1, &reply, NULL, err);
-	json_decref(msg);
-	json_decref(reply);
-	return r;
+	return fleet_call(f, id, msg, -1, &reply, NULL, err);
 }
 
 int fleet_processes(struct fleet *f, const char *id, json_t **ret, struct error *err)
 {
-	json_t *msg = json_pack("{s:s}", "op", "processes"), *reply = NULL;
+	_cleanup_json_ json_t *msg = json_pack("{s:s}", "op", "processes"), *reply = NULL;
 	if (!msg)
 		return error_set(err, ENOMEM, "out of memory");
 	int r = fleet_call(f, id, msg, -1, &reply, NULL, err);
-	json_decref(msg);
 	if (r < 0)
 		return r;
 	json_t *list = json_object_get(reply, "processes");
 	*ret = json_incref(json_is_array(list) ? list : NULL) ?: json_array();
-	json_decref(reply);
 	return *ret ? 0 : error_set(err, ENOMEM, "out of memory");
 }
 
@@ -247,13 +229,13 @@ int fleet_exit_record(struct fleet *f, const char *id, long pid, json_t **ret_ex
 int fleet_open(struct fleet *f, const char *id, const char *path, const char *mode, int *ret_fd,
 	       char *ret_temp, size_t temp_size, struct error *err)
 {
-	json_t *msg = json_pack("{s:s, s:s, s:s}", "op", "open", "path", path, "mode", mode);
-	json_t *reply = NULL;
+	_cleanup_json_ json_t *msg =
+	    json_pack("{s:s, s:s, s:s}", "op", "open", "path", path, "mode", mode);
+	_cleanup_json_ json_t *reply = NULL;
 	int fd = -1;
 	if (!msg)
 		return error_set(err, ENOMEM, "out of memory");
 	int r = fleet_call(f, id, msg, -1, &reply, &fd, err);
-	json_decref(msg);
 	const char *temp = json_string_value(json_object_get(reply, "temp"));
 	if (r == 0 && fd < 0)
 		r = error_set(err, EPROTO, "shim: open without an fd");
@@ -261,7 +243,6 @@ int fleet_open(struct fleet *f, const char *id, const char *path, const char *mo
 		r = error_set(err, EPROTO, "shim: open for writing without a temporary file");
 	if (r == 0 && ret_temp)
 		snprintf(ret_temp, temp_size, "%s", temp ? temp : "");
-	json_decref(reply);
 	if (r < 0) {
 		if (fd >= 0)
 			close(fd);

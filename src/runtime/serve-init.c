@@ -424,26 +424,16 @@ static union {
  */
 static int receive(struct request *req)
 {
-	struct iovec iov = {.iov_base = in.buf, .iov_len = SERVE_MSG_MAX};
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SERVE_SPAWN_FDS)];
-		struct cmsghdr align;
-	} cmsg_buf;
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = cmsg_buf.buf,
-			    .msg_controllen = sizeof(cmsg_buf.buf)};
-	ssize_t n = recvmsg(INIT_CONTROL_FD, &mh, MSG_CMSG_CLOEXEC);
-	if (n < 0)
-		return errno == EINTR || errno == EAGAIN ? -EAGAIN : -errno;
-	if (n == 0)
-		return 0;
 	*req = (struct request){.payload = in.buf + sizeof(struct serve_msg)};
-	req->nfds = fdpass_take(&mh, req->fds, SERVE_SPAWN_FDS);
+	int flags = 0;
+	ssize_t n = fdpass_recv(INIT_CONTROL_FD, in.buf, SERVE_MSG_MAX, 0, req->fds,
+				SERVE_SPAWN_FDS, &req->nfds, &flags);
+	if (n <= 0)
+		return (int)n; /* -EAGAIN: none after all (EINTR is retried) */
 	int bad = 0;
-	if (mh.msg_flags & MSG_TRUNC)
+	if (flags & MSG_TRUNC)
 		bad = E2BIG;
-	else if (mh.msg_flags & MSG_CTRUNC)
+	else if (flags & MSG_CTRUNC)
 		bad = EINVAL;
 	else if ((size_t)n < sizeof(struct serve_msg) ||
 		 in.msg.len != (size_t)n - sizeof(struct serve_msg))

@@ -65,33 +65,19 @@ static void queue_exit(struct serve_host *h, pid_t pid, int status)
 static int receive(struct serve_host *h, struct packet *p, bool block)
 {
 	char buf[sizeof(struct serve_msg) + SERVE_REPLY_TEXT_MAX];
-	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
-		struct cmsghdr align;
-	} cmsg_buf;
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = cmsg_buf.buf,
-			    .msg_controllen = sizeof(cmsg_buf.buf)};
-	ssize_t n;
-	do
-		n = recvmsg(h->fd, &mh, MSG_CMSG_CLOEXEC | (block ? 0 : MSG_DONTWAIT));
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		if (errno == ECONNRESET || errno == EPIPE) {
-			h->gone = true;
-			return 0;
-		}
-		return -errno;
-	}
-	if (n == 0) {
+	int fd = -1, flags = 0;
+	/* more fds than any reply carries are closed */
+	ssize_t n =
+	    fdpass_recv(h->fd, buf, sizeof(buf), block ? 0 : MSG_DONTWAIT, &fd, 1, NULL, &flags);
+	if (n == -ECONNRESET || n == -EPIPE || n == 0) {
+		CLOSE_FD(fd); /* whatever came with an empty packet */
 		h->gone = true;
 		return 0;
 	}
-	*p = (struct packet){.fd = -1};
-	(void)fdpass_take(&mh, &p->fd, 1); /* more than any reply carries is closed */
-	if ((size_t)n < sizeof(struct serve_msg) || (mh.msg_flags & MSG_TRUNC)) {
+	if (n < 0)
+		return (int)n;
+	*p = (struct packet){.fd = fd};
+	if ((size_t)n < sizeof(struct serve_msg) || (flags & MSG_TRUNC)) {
 		CLOSE_FD(p->fd);
 		return -EBADMSG;
 	}

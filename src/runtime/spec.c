@@ -1,5 +1,7 @@
 #include "runtime/spec.h"
 
+#include "base/parse.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,13 +163,9 @@ static int check_env(const char *kv, struct error *err)
 	if (strlen(kv) >= SPEC_ENV_ENTRY_MAX)
 		return error_set(err, E2BIG, "--env: entry longer than %d bytes",
 				 SPEC_ENV_ENTRY_MAX);
-	for (const char *c = kv; c < eq; c++) {
-		bool ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_' ||
-			  (c > kv && *c >= '0' && *c <= '9');
-		if (!ok)
-			return error_set(err, EINVAL, "--env '%.*s': not a valid variable name",
-					 (int)(eq - kv), kv);
-	}
+	if (!env_name_is_valid(kv, (size_t)(eq - kv)))
+		return error_set(err, EINVAL, "--env '%.*s': not a valid variable name",
+				 (int)(eq - kv), kv);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "shim/client.h"
 
 #include "base/cleanup.h"
+#include "base/json-cleanup.h"
 #include "shim/packet.h"
 #include "shim/protocol.h"
 
@@ -126,18 +127,13 @@ int shim_recv(int fd, int timeout_ms, json_t **ret_msg, int *ret_fd, struct erro
 	if (len == 0)
 		return error_set(err, EPIPE, "the shim closed the connection");
 	json_error_t jerr;
-	json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *msg = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	const char *type = json_string_value(json_object_get(msg, "type"));
-	if (!json_is_object(msg) || !type) {
-		json_decref(msg);
+	if (!json_is_object(msg) || !type)
 		return error_set(err, EPROTO, "the shim sent a malformed message");
-	}
-	if (strcmp(type, "error") == 0) {
-		r = error_reply(msg, err);
-		json_decref(msg);
-		return r;
-	}
-	*ret_msg = msg;
+	if (strcmp(type, "error") == 0)
+		return error_reply(msg, err);
+	*ret_msg = TAKE_PTR(msg);
 	if (ret_fd)
 		*ret_fd = TAKE_FD(got_fd);
 	return 0;

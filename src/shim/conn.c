@@ -155,7 +155,7 @@ static void read_request(struct shim *s, struct conn *c)
 		reply_error(s, c, &err);
 	} else if (r == 0 && len > 0) {
 		json_error_t jerr;
-		json_t *req = json_loadb(s->buf, len, JSON_REJECT_DUPLICATES, &jerr);
+		_cleanup_json_ json_t *req = json_loadb(s->buf, len, JSON_REJECT_DUPLICATES, &jerr);
 		if (json_is_object(req)) {
 			request_handle(s, c, req, TAKE_FD(fd));
 		} else {
@@ -163,7 +163,6 @@ static void read_request(struct shim *s, struct conn *c)
 				  req ? "another value" : jerr.text);
 			reply_error(s, c, &err);
 		}
-		json_decref(req);
 	}
 	CLOSE_FD(fd);
 	/* one request, one reply; a watcher stays for its notices */

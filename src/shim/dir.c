@@ -1,6 +1,7 @@
 #include "shim/shim-internal.h"
 
 #include "base/fileio.h"
+#include "core/layout.h"
 #include "supervisor/spec-json.h"
 #include "supervisor/supervise.h"
 
@@ -10,26 +11,19 @@
 
 int dir_load(struct shim *s, struct error *err)
 {
-	json_t *root = supervise_read_json(s->dirfd, "sandbox.json", err);
+	_cleanup_json_ json_t *root = supervise_read_json(s->dirfd, LAYOUT_SANDBOX_JSON, err);
 	if (!root)
 		return -err->code;
-	int r = 0;
 	const char *id = json_string_value(json_object_get(root, "id"));
 	json_t *expires = json_object_get(root, "expires_at");
 	json_t *spec = json_object_get(root, "spec");
-	if (!id || !*id || strlen(id) >= sizeof(s->id)) {
-		r = error_set(err, EINVAL, "sandbox.json: id is not a string of 1 to %zu bytes",
-			      sizeof(s->id) - 1);
-		goto out;
-	}
-	if (expires && (!json_is_integer(expires) || json_integer_value(expires) < 0)) {
-		r = error_set(err, EINVAL, "sandbox.json: expires_at is not a time in ms");
-		goto out;
-	}
-	if (!json_is_object(spec)) {
-		r = error_set(err, EINVAL, "sandbox.json: spec is not an object");
-		goto out;
-	}
+	if (!id || !*id || strlen(id) >= sizeof(s->id))
+		return error_set(err, EINVAL, "sandbox.json: id is not a string of 1 to %zu bytes",
+				 sizeof(s->id) - 1);
+	if (expires && (!json_is_integer(expires) || json_integer_value(expires) < 0))
+		return error_set(err, EINVAL, "sandbox.json: expires_at is not a time in ms");
+	if (!json_is_object(spec))
+		return error_set(err, EINVAL, "sandbox.json: spec is not an object");
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->expires_at = expires ? (int64_t)json_integer_value(expires) : 0;
 
@@ -37,25 +31,22 @@ int dir_load(struct shim *s, struct error *err)
 	spec_json_limits(json_object_get(spec, "limits"), &s->spec);
 	s->spec.timeout_ms = 0; /* an interactive sandbox ends by its expiry */
 	s->spec.serve = true;
-	r = spec_json_env(json_object_get(spec, "env"), 0, "sandbox.json: spec.env", &s->spec_env,
-			  err);
+	int r = spec_json_env(json_object_get(spec, "env"), 0, "sandbox.json: spec.env",
+			      &s->spec_env, err);
 	for (char **e = s->spec_env; r == 0 && *e; e++)
 		if (spec_add_env(&s->spec, *e) < 0)
 			r = error_set(err, E2BIG, "sandbox.json: spec.env has too many entries");
 	if (r == 0 && !(s->default_env = spec_build_env(&s->spec)))
 		r = error_set(err, ENOMEM, "out of memory");
-out:
-	json_decref(root);
 	return r;
 }
 
 int dir_write_end(struct shim *s, const char *reason, const char *detail)
 {
-	json_t *j = json_pack("{s:s, s:o, s:I}", "reason", reason, "detail", json_text(detail),
-			      "time", (json_int_t)wall_clock_ms());
+	_cleanup_json_ json_t *j =
+	    json_pack("{s:s, s:o, s:I}", "reason", reason, "detail", json_text(detail), "time",
+		      (json_int_t)wall_clock_ms());
 	if (!j)
 		return -ENOMEM;
-	int r = supervise_write_json(s->dirfd, "end.json", j, true);
-	json_decref(j);
-	return r;
+	return supervise_write_json(s->dirfd, LAYOUT_END_JSON, j, true);
 }

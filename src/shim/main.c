@@ -21,6 +21,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "core/layout.h"
 #include "shim/protocol.h"
 #include "supervisor/spec-json.h"
 #include "supervisor/supervise.h"
@@ -121,11 +122,11 @@ static int setup(struct shim *s, const sigset_t *stop, struct error *err)
 	int r;
 	if ((r = dir_load(s, err)) < 0)
 		return r;
-	if (mkdirat(s->dirfd, "procs", 0700) < 0 && errno != EEXIST)
-		return error_set_errno(err, errno, "procs");
-	if ((s->procs_fd =
-		 openat(s->dirfd, "procs", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-		return error_set_errno(err, errno, "procs");
+	if (mkdirat(s->dirfd, LAYOUT_PROCS, 0700) < 0 && errno != EEXIST)
+		return error_set_errno(err, errno, LAYOUT_PROCS);
+	if ((s->procs_fd = openat(s->dirfd, LAYOUT_PROCS,
+				  O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return error_set_errno(err, errno, LAYOUT_PROCS);
 	if ((r = open_loop(s, stop, err)) < 0 || (r = listen_socket(s, err)) < 0 ||
 	    (r = start_sandbox(s, err)) < 0)
 		return r;
@@ -252,7 +253,7 @@ static int run(const char *dir, const sigset_t *stop, int ready_fd)
 	}
 	close(log);
 	int lock = supervise_hold_lock(s.dirfd);
-	if (lock < 0 || (r = supervise_write_pid_file(s.dirfd, "shim")) < 0) {
+	if (lock < 0 || (r = supervise_write_pid_file(s.dirfd, LAYOUT_SHIM_PID)) < 0) {
 		/* not ours to record: another shim may keep this sandbox */
 		if (lock < 0)
 			error_set(&err, -lock, "cannot hold the sandbox's lock: %s",

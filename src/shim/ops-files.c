@@ -35,11 +35,10 @@ int op_open(struct shim *s, struct conn *c, json_t *req, int fd, struct error *e
 	if ((r = sandbox_open(s->sb, path, modes[i].mode, &file, temp, sizeof(temp), err)) < 0)
 		return r;
 	bool write = modes[i].mode == SANDBOX_OPEN_WRITE;
-	json_t *m = json_pack("{s:s}", "type", "opened");
+	_cleanup_json_ json_t *m = json_pack("{s:s}", "type", "opened");
 	if (m && write && json_object_set_new(m, "temp", json_text(temp)) < 0)
 		json_decref(TAKE_PTR(m));
 	r = m ? conn_send(s, c, m, file) : -ENOMEM;
-	json_decref(m);
 	if (r < 0 && write) {
 		/* no one will write or rename it: leave nothing behind */
 		struct error ignored = {0};

@@ -74,11 +74,10 @@ int op_exec(struct shim *s, struct conn *c, json_t *req, int fd, struct error *e
 	struct proc *p;
 	if ((r = proc_exec(s, &pe, &p, err)) < 0)
 		return r;
-	json_t *m = json_pack("{s:s, s:i}", "type", "started", "pid", (int)p->pid);
+	_cleanup_json_ json_t *m = json_pack("{s:s, s:i}", "type", "started", "pid", (int)p->pid);
 	/* a client gone already leaves the process running, as a closed connection does */
 	if (m && conn_send(s, c, m, -1) == 0)
 		c->pid = p->pid;
-	json_decref(m);
 	return 0;
 }
 
@@ -140,10 +139,11 @@ int op_processes(struct shim *s, struct conn *c, json_t *req, int fd, struct err
 	for (struct proc *p = s->procs; list && p; p = p->next)
 		if (json_array_append_new(list, proc_summary(p)) < 0)
 			json_decref(TAKE_PTR(list));
-	json_t *m = list ? json_pack("{s:s, s:o}", "type", "processes", "processes", list) : NULL;
+	/* "o" takes list's reference */
+	_cleanup_json_ json_t *m =
+	    list ? json_pack("{s:s, s:o}", "type", "processes", "processes", list) : NULL;
 	if (!m)
 		return error_set(err, ENOMEM, "out of memory");
 	conn_send(s, c, m, -1);
-	json_decref(m);
 	return 0;
 }

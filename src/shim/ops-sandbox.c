@@ -54,14 +54,13 @@ int op_status(struct shim *s, struct conn *c, json_t *req, int fd, struct error 
 {
 	(void)req;
 	(void)fd;
-	json_t *m = json_pack("{s:s, s:b, s:I, s:i, s:I, s:b}", "type", "status", "paused",
-			      s->paused, "expires_at", (json_int_t)s->expires_at, "init_pid",
-			      s->sb ? (int)sandbox_init_pid(s->sb) : 0, "running",
-			      (json_int_t)s->running, "ending", s->end_reason != NULL);
+	_cleanup_json_ json_t *m = json_pack(
+	    "{s:s, s:b, s:I, s:i, s:I, s:b}", "type", "status", "paused", s->paused, "expires_at",
+	    (json_int_t)s->expires_at, "init_pid", s->sb ? (int)sandbox_init_pid(s->sb) : 0,
+	    "running", (json_int_t)s->running, "ending", s->end_reason != NULL);
 	if (!m)
 		return error_set(err, ENOMEM, "out of memory");
 	conn_send(s, c, m, -1);
-	json_decref(m);
 	return 0;
 }
 

@@ -5,7 +5,6 @@
 #include "shim/protocol.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,37 +37,18 @@ int shim_packet_send(int fd, const void *buf, size_t len, int pass_fd, int flags
 	}
 }
 
-/* Close every fd of the message's SCM_RIGHTS; return the first if keep. */
-static int take_fds(struct msghdr *msg, bool keep)
-{
-	int first = -1;
-	(void)fdpass_take(msg, &first, keep ? 1 : 0);
-	return first;
-}
-
 int shim_packet_recv(int fd, void *buf, size_t size, int flags, size_t *ret_len, int *ret_fd)
 {
-	struct iovec iov = {.iov_base = buf, .iov_len = size};
-	/* room for a few fds: a peer that sends more must not leak them into us */
-	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = control.buf,
-			     .msg_controllen = sizeof(control.buf)};
-	ssize_t n;
-	do
-		n = recvmsg(fd, &msg, flags | MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	int pass_fd = -1, msg_flags = 0;
+	ssize_t n = fdpass_recv(fd, buf, size, flags, &pass_fd, 1, NULL, &msg_flags);
 	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n > SHIM_MSG_MAX) {
-		take_fds(&msg, false);
+		return (int)n;
+	if ((msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n > SHIM_MSG_MAX) {
+		if (pass_fd >= 0)
+			close(pass_fd);
 		return -EMSGSIZE;
 	}
-	*ret_fd = take_fds(&msg, true);
+	*ret_fd = pass_fd;
 	*ret_len = (size_t)n;
 	return 0;
 }

@@ -29,7 +29,8 @@ int shim_packet_send(int fd, const void *buf, size_t len, int pass_fd, int flags
  * flags: 0 or MSG_DONTWAIT. Sets *ret_len (0: the peer closed) and
  * *ret_fd: the fd that came with it (O_CLOEXEC, ours to close), or -1; any
  * further fds are closed. 0, -EMSGSIZE when the packet was larger than
- * SHIM_MSG_MAX (its fds are closed), -EAGAIN, or -errno.
+ * SHIM_MSG_MAX or came with more fds than FDPASS_MAX (base/fdpass.h; its
+ * fds are closed), -EAGAIN, or -errno.
  */
 int shim_packet_recv(int fd, void *buf, size_t size, int flags, size_t *ret_len, int *ret_fd);
 

@@ -2,6 +2,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "core/layout.h"
 #include "shim/protocol.h"
 #include "supervisor/supervise.h"
 
@@ -34,7 +35,7 @@ static int open_output(struct shim *s, pid_t pid, const char *ext)
 
 static void remove_files(struct shim *s, pid_t pid)
 {
-	static const char *const exts[] = {"out", "err", "json"};
+	static const char *const exts[] = {LAYOUT_PROC_OUT, LAYOUT_PROC_ERR, LAYOUT_PROC_EXIT};
 	char name[32];
 	for (size_t i = 0; i < ELEMENTSOF(exts); i++) {
 		name_of(name, sizeof(name), pid, exts[i]);
@@ -204,7 +205,7 @@ static void finish(struct shim *s, struct proc *p)
 	p->record = record_of(p);
 	if (p->record) {
 		char name[32];
-		name_of(name, sizeof(name), p->pid, "json");
+		name_of(name, sizeof(name), p->pid, LAYOUT_PROC_EXIT);
 		int r = supervise_write_json(s->procs_fd, name, p->record, false);
 		if (r < 0)
 			shim_note("process %d: cannot write %s: %s", (int)p->pid, name,
@@ -329,9 +330,9 @@ static int add_proc(struct shim *s, const struct proc_exec *req, pid_t pid, int 
 	p->start_ns = shim_now_ns();
 	p->deadline_ns = req->timeout_ms ? p->start_ns + req->timeout_ms * NS_PER_MS : 0;
 	int r = 0;
-	if ((p->out.file = open_output(s, pid, "out")) < 0)
+	if ((p->out.file = open_output(s, pid, LAYOUT_PROC_OUT)) < 0)
 		r = p->out.file;
-	else if ((p->err.file = open_output(s, pid, "err")) < 0)
+	else if ((p->err.file = open_output(s, pid, LAYOUT_PROC_ERR)) < 0)
 		r = p->err.file;
 	if (r == 0 && (r = shim_watch(s, &p->out.src, EPOLLIN)) == 0)
 		r = shim_watch(s, &p->err.src, EPOLLIN);
@@ -522,11 +523,9 @@ json_t *proc_summary(const struct proc *p)
 
 char *proc_exit_message(const struct proc *p)
 {
-	json_t *m = json_pack("{s:s}", "type", "exit");
-	if (!m || json_object_update(m, p->record) < 0) {
-		json_decref(m);
+	_cleanup_json_ json_t *m = json_pack("{s:s}", "type", "exit");
+	if (!m || json_object_update(m, p->record) < 0)
 		return NULL;
-	}
 	char *text = json_dumps(m, JSON_COMPACT);
 	if (text && strlen(text) > SHIM_MSG_MAX) {
 		bool cut;
@@ -535,6 +534,5 @@ char *proc_exit_message(const struct proc *p)
 		json_object_set_new(m, "command_truncated", json_true());
 		text = json_dumps(m, JSON_COMPACT);
 	}
-	json_decref(m);
 	return text;
 }

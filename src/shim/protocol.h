@@ -121,11 +121,13 @@
 #ifndef AGENTBOX_SHIM_PROTOCOL_H
 #define AGENTBOX_SHIM_PROTOCOL_H
 
+#include "core/layout.h"
+
 #define SHIM_MSG_MAX		(256 * 1024)
 #define SHIM_OUTPUT_CAP		(16ULL << 20) /* per process and stream */
 #define SHIM_PROCS_KEPT		64	      /* ended processes whose records stay */
 #define SHIM_RUNNING_MAX	64	      /* processes running at once by exec */
-#define SHIM_SOCKET		"shim.sock"
+#define SHIM_SOCKET		LAYOUT_SHIM_SOCK
 #define SHIM_LOCK_FD		3
 #define SHIM_READY_FD		4
 #define SHIM_CONNS_MAX		256   /* connections at once */

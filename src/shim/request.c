@@ -67,11 +67,10 @@ static int check_fields(json_t *req, const struct op *op, struct error *err)
 void reply_error(struct shim *s, struct conn *c, const struct error *err)
 {
 	int code = err->code > 0 ? err->code : EIO;
-	json_t *m = json_pack("{s:s, s:i, s:o}", "type", "error", "errno", code, "message",
-			      json_text(err->msg));
+	_cleanup_json_ json_t *m = json_pack("{s:s, s:i, s:o}", "type", "error", "errno", code,
+					     "message", json_text(err->msg));
 	if (m)
 		conn_send(s, c, m, -1);
-	json_decref(m);
 }
 
 void request_handle(struct shim *s, struct conn *c, json_t *req, int fd)
@@ -98,11 +97,10 @@ void request_handle(struct shim *s, struct conn *c, json_t *req, int fd)
 
 int reply_ok(struct shim *s, struct conn *c)
 {
-	json_t *m = json_pack("{s:s}", "type", "ok");
+	_cleanup_json_ json_t *m = json_pack("{s:s}", "type", "ok");
 	if (!m)
 		return -ENOMEM;
 	conn_send(s, c, m, -1);
-	json_decref(m);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
  */
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
 #include "base/parse.h"
 #include "shim/client.h"
 
@@ -90,7 +91,7 @@ int main(int argc, char **argv)
 		return usage();
 	const char *dir = argv[i], *text = argv[i + 1];
 	json_error_t jerr;
-	json_t *req = json_loads(text, 0, &jerr);
+	_cleanup_json_ json_t *req = json_loads(text, 0, &jerr);
 	const char *op = json_string_value(json_object_get(req, "op"));
 	if (!op) {
 		fputs("agentbox-shim-call: the request is not a JSON object with an op\n", stderr);
@@ -101,7 +102,7 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = shim_send(fd, text, pass_stdin ? 0 : -1, &err);
 	for (bool last = false; r == 0 && !last;) {
-		json_t *msg = NULL;
+		_cleanup_json_ json_t *msg = NULL;
 		int got = -1;
 		r = shim_recv(fd, timeout ? (int)timeout : -1, &msg, &got, &err);
 		if (r < 0)
@@ -109,7 +110,6 @@ int main(int argc, char **argv)
 		_cleanup_free_ char *line = json_dumps(msg, JSON_COMPACT);
 		printf("%s\n", line ? line : "?");
 		last = is_last(msg, op);
-		json_decref(msg);
 		if (got >= 0) {
 			r = handle_fd(got, fd_in, fd_out);
 			close(got);
@@ -120,7 +120,6 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (fd >= 0)
 		close(fd);
-	json_decref(req);
 	if (r < 0) {
 		fprintf(stderr, "error %d: %s\n", err.code, err.msg);
 		return 1;

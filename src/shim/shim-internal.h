@@ -21,6 +21,7 @@
 #define AGENTBOX_SHIM_INTERNAL_H
 
 #include "base/error.h"
+#include "base/json-cleanup.h"
 #include "runtime/sandbox.h"
 #include "runtime/serve.h"
 #include "runtime/spec.h"

@@ -11,6 +11,7 @@
  */
 #include "store/store-internal.h"
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 
 #include <errno.h>
@@ -255,18 +256,23 @@ static int read_row(sqlite3_stmt *q, bool with_spec, struct store_row *ret, stru
 	return 0;
 }
 
-/* Grow an array of n elements of size to room for one more. */
-static int grow(void **v, size_t n, size_t *cap, size_t size)
+/*
+ * A list's rows collect in a struct buf as an array of elements of one
+ * size: room for the next is reserved before it is read (buf_reserve()),
+ * so appending a row that was read cannot fail and lose what it owns.
+ * rows_take() hands the array over, NULL when it is empty, and sets
+ * *ret_n to its length.
+ */
+static void *rows_take(struct buf *rows, size_t size, size_t *ret_n)
 {
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 16;
-	void *p = reallocarray(*v, c, size);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = c;
-	return 0;
+	char *v = NULL;
+	size_t n = rows->len / size;
+	if (n == 0 || buf_steal(rows, &v, NULL) < 0) {
+		buf_release(rows);
+		n = 0;
+	}
+	*ret_n = n;
+	return v;
 }
 
 /* The pk and created_at of task id (with S_POSITION, else sandbox id); -ENOENT. */
@@ -410,19 +416,20 @@ static int sq_list(struct store *st, const struct task_filter *f, struct task **
 	sqlite3_bind_int64(q, 9, after_created);
 	sqlite3_bind_int64(q, 10, after_pk);
 	sqlite3_bind_int64(q, 11, (sqlite3_int64)f->limit);
-	struct task *v = NULL;
-	size_t n = 0, cap = 0;
+	struct buf rows = {0};
 	int r;
 	while ((r = step(s, q, err, "listing tasks")) > 0) {
 		struct store_row row;
-		if (grow((void **)&v, n, &cap, sizeof(*v)) < 0)
+		if (buf_reserve(&rows, sizeof(row.t)) < 0)
 			r = error_set(err, ENOMEM, "store: listing tasks: out of memory");
 		else
 			r = read_row(q, true, &row, err);
 		if (r < 0)
 			break;
-		v[n++] = row.t;
+		buf_append(&rows, &row.t, sizeof(row.t)); /* reserved: cannot fail */
 	}
+	size_t n;
+	struct task *v = rows_take(&rows, sizeof(*v), &n);
 	if (r < 0) {
 		store_tasks_free(v, n);
 		return r;
@@ -509,8 +516,7 @@ static int sq_events(struct store *st, const char *id, int64_t after_seq, size_t
 	sqlite3_bind_int64(q, 1, pk);
 	sqlite3_bind_int64(q, 2, after_seq);
 	sqlite3_bind_int64(q, 3, (sqlite3_int64)limit);
-	struct task_event *v = NULL;
-	size_t n = 0, cap = 0;
+	struct buf rows = {0};
 	while ((r = step(s, q, err, "listing events")) > 0) {
 		const char *type = (const char *)sqlite3_column_text(q, 2);
 		struct task_event ev = {
@@ -526,15 +532,16 @@ static int sq_events(struct store *st, const char *id, int64_t after_seq, size_t
 			break;
 		}
 		char *data = NULL;
-		if (grow((void **)&v, n, &cap, sizeof(*v)) < 0 || dup_column(q, 4, &data) < 0 ||
-		    !data) {
+		if (buf_reserve(&rows, sizeof(ev)) < 0 || dup_column(q, 4, &data) < 0 || !data) {
 			free(data);
 			r = error_set(err, ENOMEM, "store: listing events: out of memory");
 			break;
 		}
 		ev.data_json = data;
-		v[n++] = ev;
+		buf_append(&rows, &ev, sizeof(ev)); /* reserved: cannot fail */
 	}
+	size_t n;
+	struct task_event *v = rows_take(&rows, sizeof(*v), &n);
 	if (r < 0) {
 		store_events_free(v, n);
 		return r;
@@ -634,19 +641,20 @@ static int sq_sandbox_list(struct store *st, const struct sandbox_filter *f,
 	sqlite3_bind_int64(q, 5, after_created);
 	sqlite3_bind_int64(q, 6, after_pk);
 	sqlite3_bind_int64(q, 7, (sqlite3_int64)f->limit);
-	struct sandbox_record *v = NULL;
-	size_t n = 0, cap = 0;
+	struct buf rows = {0};
 	int r;
 	while ((r = step(s, q, err, "listing sandboxes")) > 0) {
 		struct store_sandbox_row row;
-		if (grow((void **)&v, n, &cap, sizeof(*v)) < 0)
+		if (buf_reserve(&rows, sizeof(row.sb)) < 0)
 			r = error_set(err, ENOMEM, "store: listing sandboxes: out of memory");
 		else
 			r = read_sandbox_row(q, true, &row, err);
 		if (r < 0)
 			break;
-		v[n++] = row.sb;
+		buf_append(&rows, &row.sb, sizeof(row.sb)); /* reserved: cannot fail */
 	}
+	size_t n;
+	struct sandbox_record *v = rows_take(&rows, sizeof(*v), &n);
 	if (r < 0) {
 		store_sandboxes_free(v, n);
 		return r;

@@ -2,6 +2,8 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
+#include "core/layout.h"
 #include "supervisor/spec-json.h"
 #include "supervisor/supervise.h"
 
@@ -91,27 +93,25 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 {
 	*a = (struct attempt){0};
 	spec_init(&a->spec);
-	json_t *root = supervise_read_json(dirfd, "attempt.json", err);
+	_cleanup_json_ json_t *root = supervise_read_json(dirfd, LAYOUT_ATTEMPT_JSON, err);
 	if (!root)
 		return -err->code;
-	int r = 0;
+	int r;
 	json_t *spec = json_object_get(root, "spec");
 	const char *id = json_string_value(json_object_get(root, "task_id"));
 	json_t *attempt = json_object_get(root, "attempt");
 	if (!id || strlen(id) >= sizeof(a->task_id) || !json_is_integer(attempt) ||
-	    !json_is_object(spec)) {
-		r = error_set(err, EINVAL, "attempt.json: needs task_id, attempt and spec");
-		goto out;
-	}
+	    !json_is_object(spec))
+		return error_set(err, EINVAL, "attempt.json: needs task_id, attempt and spec");
 	snprintf(a->task_id, sizeof(a->task_id), "%s", id);
 	a->attempt = (uint32_t)json_integer_value(attempt);
 	spec_json_limits(json_object_get(spec, "limits"), &a->spec);
 	if ((r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
 	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
 	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
-		goto out;
+		return r;
 	/* <task dir>/state is /state; the FIFO in this directory is the progress channel */
-	snprintf(a->state_dir, sizeof(a->state_dir), "%s/../state", dir);
+	snprintf(a->state_dir, sizeof(a->state_dir), "%s/../" LAYOUT_TASK_STATE, dir);
 	snprintf(a->progress_fifo, sizeof(a->progress_fifo), "%s/progress", dir);
 	a->volumes[0] = (struct volume){.host = a->state_dir, .target = ATTEMPT_STATE_TARGET};
 	a->volumes[1] =
@@ -119,17 +119,13 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	a->spec.volumes = NULL;
 	for (size_t i = 0; i < 2; i++) {
 		struct volume *n = realloc(a->spec.volumes, (i + 1) * sizeof(*n));
-		if (!n) {
-			r = error_set(err, ENOMEM, "out of memory");
-			goto out;
-		}
+		if (!n)
+			return error_set(err, ENOMEM, "out of memory");
 		n[i] = a->volumes[i];
 		a->spec.volumes = n;
 		a->spec.nvolumes = i + 1;
 	}
-out:
-	json_decref(root);
-	return r;
+	return 0;
 }
 
 void attempt_release(struct attempt *a)
@@ -190,7 +186,7 @@ static json_t *exit_code_of(const struct sandbox_result *r)
 int attempt_write_result(int dirfd, const struct sandbox_result *res, const char *error,
 			 const struct attempt_counts *c)
 {
-	json_t *j = json_pack(
+	_cleanup_json_ json_t *j = json_pack(
 	    "{s:s, s:o, s:o, s:o, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "end",
 	    end_name(res), "exit_code", exit_code_of(res), "signal",
 	    res->term_signal ? json_integer(res->term_signal) : json_null(), "error",
@@ -203,7 +199,5 @@ int attempt_write_result(int dirfd, const struct sandbox_result *res, const char
 	    (json_int_t)c->output_dropped);
 	if (!j)
 		return -ENOMEM;
-	int r = supervise_write_json(dirfd, "result.json", j, true);
-	json_decref(j);
-	return r;
+	return supervise_write_json(dirfd, LAYOUT_RESULT, j, true);
 }

@@ -20,6 +20,7 @@
  */
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "core/layout.h"
 #include "runtime/sandbox.h"
 #include "supervisor/attempt.h"
 #include "supervisor/journal.h"
@@ -134,10 +135,10 @@ static int open_channels(struct supervisor *s)
 	s->fifo_fd = openat(s->dirfd, "progress", O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (s->fifo_fd < 0)
 		return -errno;
-	int r =
-	    journal_open(&s->output, s->dirfd, "output", ATTEMPT_OUTPUT_CAP_DEFAULT, OUTPUT_MARKER);
+	int r = journal_open(&s->output, s->dirfd, LAYOUT_OUTPUT, ATTEMPT_OUTPUT_CAP_DEFAULT,
+			     OUTPUT_MARKER);
 	if (r == 0)
-		r = journal_open(&s->events, s->dirfd, "events", ATTEMPT_EVENTS_CAP, NULL);
+		r = journal_open(&s->events, s->dirfd, LAYOUT_EVENTS, ATTEMPT_EVENTS_CAP, NULL);
 	if (r < 0)
 		return r;
 	return p[1];
@@ -168,7 +169,7 @@ static int run(const char *dir, const sigset_t *cancel)
 		     r == -EBUSY ? "another supervisor runs this attempt" : strerror(-r));
 		return 1;
 	}
-	if ((r = supervise_write_pid_file(s.dirfd, "supervisor")) < 0) {
+	if ((r = supervise_write_pid_file(s.dirfd, LAYOUT_SUPERVISOR_PID)) < 0) {
 		note("cannot write the pid file: %s", strerror(-r));
 		return 1;
 	}
@@ -177,7 +178,7 @@ static int run(const char *dir, const sigset_t *cancel)
 		return 1;
 	}
 	char state[2048];
-	snprintf(state, sizeof(state), "%s/../state", dir);
+	snprintf(state, sizeof(state), "%s/../" LAYOUT_TASK_STATE, dir);
 	if (mkdir(state, 0700) < 0 && errno != EEXIST) {
 		note("%s: %s", state, strerror(errno));
 		return 1;

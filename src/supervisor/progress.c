@@ -1,6 +1,7 @@
 #include "supervisor/progress.h"
 
 #include "base/cleanup.h"
+#include "base/json-cleanup.h"
 
 #include <jansson.h>
 #include <inttypes.h>
@@ -12,14 +13,12 @@ static int accept_line(struct progress *p)
 {
 	p->line[p->len] = '\0';
 	json_error_t jerr;
-	json_t *obj = json_loadb(p->line, p->len, JSON_REJECT_DUPLICATES, &jerr);
+	_cleanup_json_ json_t *obj = json_loadb(p->line, p->len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!obj || !json_is_object(obj)) {
-		json_decref(obj);
 		p->malformed++;
 		return 0;
 	}
 	_cleanup_free_ char *data = json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII);
-	json_decref(obj);
 	if (!data)
 		return -ENOMEM;
 	_cleanup_free_ char *rec = NULL;

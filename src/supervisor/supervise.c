@@ -2,6 +2,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "core/layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,12 +15,12 @@
 int supervise_hold_lock(int dirfd)
 {
 	struct stat mine, lock;
-	if (fstatat(dirfd, "lock", &lock, AT_SYMLINK_NOFOLLOW) == 0 &&
+	if (fstatat(dirfd, LAYOUT_LOCK, &lock, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    fstat(SUPERVISE_LOCK_FD, &mine) == 0 && mine.st_dev == lock.st_dev &&
 	    mine.st_ino == lock.st_ino)
 		return fcntl(SUPERVISE_LOCK_FD, F_SETFD, FD_CLOEXEC) < 0 ? -errno
 									 : SUPERVISE_LOCK_FD;
-	int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int fd = openat(dirfd, LAYOUT_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {

@@ -455,6 +455,23 @@ static void test_read_u64_at(void **state)
 	assert_int_equal(v, SENTINEL);
 }
 
+/* ---- env_name_is_valid ---------------------------------------------------- */
+
+static void test_env_names(void **state)
+{
+	(void)state;
+	static const char *const good[] = {"A", "_", "PATH", "x1", "_9", "LC_ALL", "aB_3c"};
+	static const char *const bad[] = {"", "1A", "A-B", "A B", "A=B", "é", "A.B", "9"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_true(env_name_is_valid(good[i], strlen(good[i])));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(env_name_is_valid(bad[i], strlen(bad[i])));
+	/* only len bytes count: the name of "KEY=VALUE" is its first three */
+	assert_true(env_name_is_valid("KEY=VALUE", 3));
+	assert_false(env_name_is_valid("KEY=VALUE", 4));
+	assert_false(env_name_is_valid("A", 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -476,6 +493,7 @@ int main(void)
 	    cmocka_unit_test(test_keyed_prefix_is_not_a_match),
 	    cmocka_unit_test(test_keyed_last_line_without_newline),
 	    cmocka_unit_test(test_keyed_absent_and_malformed),
+	    cmocka_unit_test(test_env_names),
 	    cmocka_unit_test_setup_teardown(test_create_and_read, scratch_setup, scratch_teardown),
 	    cmocka_unit_test_setup_teardown(test_write_file_at, scratch_setup, scratch_teardown),
 	    cmocka_unit_test_setup_teardown(test_read_file_at_bounds, scratch_setup,
