@@ -19,14 +19,25 @@
 /* Entries a directory listing shows at most. */
 #define LIST_ENTRIES_MAX 10000
 
-/* path=, checked; the route's other checks are the table's. */
-static int query_path(struct api_call *c, const char **ret)
+/*
+ * What every files route checks before it asks the sandbox: path= (the
+ * route's other query checks are the table's), the fleet, and a running
+ * sandbox.
+ */
+static int files_begin(struct api_call *c, const char **ret_path, const struct fleet_ops **ret_ops)
 {
 	const char *p = api_query_get(c->query, "path");
 	int r = api_sandbox_path_check(p, "path", c->err);
-	if (r == 0)
-		*ret = p;
-	return r;
+	if (r < 0)
+		return r;
+	const struct fleet_ops *ops = api_fleet(c);
+	if (!ops)
+		return -EIO;
+	if ((r = api_sandbox_live(c, ops, true)) < 0)
+		return r;
+	*ret_path = p;
+	*ret_ops = ops;
+	return 0;
 }
 
 static const char *type_name(mode_t m)
@@ -94,14 +105,10 @@ static int list_dir(struct api_call *c, int fd, const char *path)
 int api_files_get(struct api_call *c)
 {
 	const char *path = NULL;
+	const struct fleet_ops *ops = NULL;
 	bool list = false;
 	int r = api_query_flag(c->query, "list", &list, c->err);
-	if (r < 0 || (r = query_path(c, &path)) < 0)
-		return r;
-	const struct fleet_ops *ops = api_fleet(c);
-	if (!ops)
-		return -EIO;
-	if ((r = api_sandbox_live(c, ops, true)) < 0)
+	if (r < 0 || (r = files_begin(c, &path, &ops)) < 0)
 		return r;
 	struct error err = {0};
 	int fd = -1;
@@ -134,13 +141,9 @@ int api_files_get(struct api_call *c)
 int api_files_delete(struct api_call *c)
 {
 	const char *path = NULL;
-	int r = query_path(c, &path);
+	const struct fleet_ops *ops = NULL;
+	int r = files_begin(c, &path, &ops);
 	if (r < 0)
-		return r;
-	const struct fleet_ops *ops = api_fleet(c);
-	if (!ops)
-		return -EIO;
-	if ((r = api_sandbox_live(c, ops, true)) < 0)
 		return r;
 	struct error err = {0};
 	if ((r = ops->unlink(c->ctx->fleet, c->id, path, &err)) < 0)
@@ -170,13 +173,9 @@ static int upload_open(struct api_call *c, void *data)
 {
 	struct api_upload *u = data;
 	const char *path = NULL;
-	int r = query_path(c, &path);
+	const struct fleet_ops *ops = NULL;
+	int r = files_begin(c, &path, &ops);
 	if (r < 0)
-		return r;
-	const struct fleet_ops *ops = api_fleet(c);
-	if (!ops)
-		return -EIO;
-	if ((r = api_sandbox_live(c, ops, true)) < 0)
 		return r;
 	snprintf(u->id, sizeof(u->id), "%s", c->id);
 	snprintf(u->path, sizeof(u->path), "%s", path);
