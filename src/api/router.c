@@ -235,8 +235,9 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 		memcpy(text, m->param2, n);
 		text[n] = '\0';
 		long v = strtol(text, &end, 10);
+		/* digits only: strtol() alone would take " 42" and "+42" */
 		if (m->param2_len >= sizeof(text) || *end || v < 1 || v > 4194304 ||
-		    text[0] == '+' || text[0] == '0')
+		    text[0] < '1' || text[0] > '9')
 			return api_error_set(
 			    c->err, API_ERR_INVALID_ID, NULL,
 			    "not a process id: a decimal number from 1 to 4194304");

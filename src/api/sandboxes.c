@@ -171,6 +171,9 @@ static int parse_statuses(struct api_call *c, uint32_t *ret)
 					     "comma-separated");
 		statuses |= SANDBOX_STATUS_BIT(s);
 	}
+	if (!statuses) /* "" or ",": the store would read no statuses as all of them */
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "status",
+				     "status must be running, paused or ended, comma-separated");
 	*ret = statuses;
 	return 0;
 }

@@ -844,7 +844,7 @@ static void test_route_checks(void **state)
 	expect_error(call(f, "GET", "/v1/sandboxes/tsk_8e3x0k0c3y7qk4f4h5vbb2s1mw", NULL, NULL),
 		     400, "invalid_id", NULL);
 	expect_error(call(f, "GET", "/v1/sandboxes/sbx_x", NULL, NULL), 400, "invalid_id", NULL);
-	const char *pids[] = {"0", "-1", "007", "99999999", "4194305", "+1", "1x"};
+	const char *pids[] = {"0", "-1", "007", "99999999", "4194305", "+1", "1x", " 42", "\t7"};
 	for (size_t i = 0; i < sizeof(pids) / sizeof(*pids); i++) {
 		char suffix[64];
 		snprintf(suffix, sizeof(suffix), "/processes/%s/output", pids[i]);
@@ -870,6 +870,11 @@ static void test_route_checks(void **state)
 		     "after");
 	expect_error(call(f, "GET", "/v1/sandboxes", "limit=0", NULL), 400, "invalid_field",
 		     "limit");
+	/* no status at all is not "every status" */
+	expect_error(call(f, "GET", "/v1/sandboxes", "status=", NULL), 400, "invalid_field",
+		     "status");
+	expect_error(call(f, "GET", "/v1/sandboxes", "status=%2C", NULL), 400, "invalid_field",
+		     "status");
 	/* none of these reached the fleet */
 	assert_int_equal(count(f->fl, OP_COUNT), 0);
 
