@@ -5,6 +5,7 @@
  * background processes, their output, and kill.
  */
 #include "api/api-internal.h"
+#include "api/output.h"
 #include "api/sandbox-request.h"
 #include "base/json-cleanup.h"
 #include "core/layout.h"
@@ -73,39 +74,48 @@ json_t *api_exit_json(long pid, json_t *exit)
 			 json_is_true(json_object_get(exit, "truncated")));
 }
 
-/* Up to max bytes of a process's output file as a JSON string; *more if longer. */
-static json_t *read_output(struct api_call *c, long pid, const char *ext, size_t max, bool *more)
+/*
+ * Up to max bytes of a process's output file as a JSON string (the text,
+ * or its base64: *base64 says which, output.h); *more if longer.
+ */
+static json_t *read_output(struct api_call *c, long pid, const char *ext, size_t max, bool *more,
+			   bool *base64)
 {
-	char *buf = NULL;
+	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
 	if (c->ctx->fleet_ops->read_output(c->ctx->fleet, c->id, pid, ext, max, &buf, &len, more) <
 	    0)
 		return NULL;
-	/* invalid UTF-8 becomes U+FFFD, as everywhere in the API */
+	if (*more) /* a character cut by the limit is left out whole */
+		len = output_cut(buf, len);
 	struct buf b = {0};
-	json_put_str(&b, buf, len);
-	free(buf);
-	char *text = NULL;
+	output_put_json(&b, buf, len, base64);
+	_cleanup_free_ char *text = NULL;
 	size_t tlen;
 	if (buf_steal(&b, &text, &tlen) < 0)
 		return NULL;
-	json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
-	free(text);
-	return v;
+	return json_loads(text, JSON_DECODE_ANY, NULL);
 }
 
-/* The exec result: the exit, and up to EXEC_RESPONSE_OUTPUT_MAX of each stream. */
+/*
+ * The exec result: the exit, and up to EXEC_RESPONSE_OUTPUT_MAX of each
+ * stream, with "stdout_encoding"/"stderr_encoding": "base64" for a stream
+ * that is not text.
+ */
 static json_t *exec_result(struct api_call *c, long pid, json_t *exit)
 {
 	bool truncated = json_is_true(json_object_get(exit, "truncated"));
+	bool out_b64 = false, err_b64 = false;
 	_cleanup_json_ json_t *r = api_exit_json(pid, exit);
 	_cleanup_json_ json_t *out =
-	    read_output(c, pid, LAYOUT_PROC_OUT, EXEC_RESPONSE_OUTPUT_MAX, &truncated);
+	    read_output(c, pid, LAYOUT_PROC_OUT, EXEC_RESPONSE_OUTPUT_MAX, &truncated, &out_b64);
 	_cleanup_json_ json_t *err =
-	    read_output(c, pid, LAYOUT_PROC_ERR, EXEC_RESPONSE_OUTPUT_MAX, &truncated);
+	    read_output(c, pid, LAYOUT_PROC_ERR, EXEC_RESPONSE_OUTPUT_MAX, &truncated, &err_b64);
 	if (!r || !out || !err || json_object_set(r, "stdout", out) < 0 ||
 	    json_object_set(r, "stderr", err) < 0 ||
-	    json_object_set_new(r, "truncated", json_boolean(truncated)) < 0)
+	    json_object_set_new(r, "truncated", json_boolean(truncated)) < 0 ||
+	    (out_b64 && json_object_set_new(r, "stdout_encoding", json_string("base64")) < 0) ||
+	    (err_b64 && json_object_set_new(r, "stderr_encoding", json_string("base64")) < 0))
 		return NULL;
 	return TAKE_PTR(r);
 }
@@ -259,14 +269,23 @@ int api_process_output(struct api_call *c)
 	json_t *out = NULL;
 	if (res) {
 		/* the output beside the exit object, which is the result without it */
-		json_t *o = json_incref(json_object_get(res, "stdout"));
-		json_t *e = json_incref(json_object_get(res, "stderr"));
-		json_object_del(res, "stdout");
-		json_object_del(res, "stderr");
-		out =
-		    json_pack("{s:I, s:b, s:o, s:o, s:O, s:O}", "pid", (json_int_t)c->pid,
-			      "running", exit == NULL, "stdout", o, "stderr", e, "truncated",
-			      json_object_get(res, "truncated"), "exit", exit ? res : json_null());
+		out = json_pack("{s:I, s:b, s:O, s:O}", "pid", (json_int_t)c->pid, "running",
+				exit == NULL, "stdout", json_object_get(res, "stdout"), "stderr",
+				json_object_get(res, "stderr"));
+		static const char *const moved[] = {"stdout", "stderr", "stdout_encoding",
+						    "stderr_encoding"};
+		for (size_t i = 0; out && i < sizeof(moved) / sizeof(moved[0]); i++) {
+			json_t *v = json_object_get(res, moved[i]);
+			if (v && i >= 2)
+				json_object_set(out, moved[i], v);
+			json_object_del(res, moved[i]);
+		}
+		if (out &&
+		    (json_object_set(out, "truncated", json_object_get(res, "truncated")) < 0 ||
+		     json_object_set(out, "exit", exit ? res : json_null()) < 0)) {
+			json_decref(out);
+			out = NULL;
+		}
 	}
 	json_decref(res);
 	json_decref(exit);

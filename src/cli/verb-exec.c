@@ -10,6 +10,7 @@
  * daemon that answers with the whole result as JSON instead is understood
  * too. The command goes on in the sandbox if we go away (the API's rule).
  */
+#include "base/base64.h"
 #include "base/buf.h"
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
@@ -223,13 +224,31 @@ static int set_fatal(struct runner *rn, int code, const char *fmt, ...)
 	return -code;
 }
 
-/* Copy one output event's text to fd. */
+/*
+ * Write output that came as a JSON string to fd: the text itself, or, when
+ * encoding is "base64", the bytes it encodes (docs/api.md). 0 or -errno.
+ */
+static int write_output(int fd, const json_t *text, const json_t *encoding)
+{
+	const char *enc = json_string_value(encoding);
+	if (!enc)
+		return write_all(fd, json_string_value(text), json_string_length(text));
+	if (strcmp(enc, "base64") != 0)
+		return -EPROTO;
+	_cleanup_buf_ struct buf bytes = {0};
+	int r = base64_decode(&bytes, json_string_value(text), json_string_length(text));
+	return r < 0 ? (r == -EINVAL ? -EPROTO : r) : write_all(fd, bytes.data, bytes.len);
+}
+
+/* Copy one output event's bytes to fd. */
 static int copy_output(struct runner *rn, int fd, const json_t *data)
 {
 	json_t *text = json_object_get(data, "data");
 	if (!json_is_string(text))
 		return set_fatal(rn, EPROTO, "agentboxd sent an output event without data");
-	int r = write_all(fd, json_string_value(text), json_string_length(text));
+	int r = write_output(fd, text, json_object_get(data, "encoding"));
+	if (r == -EPROTO)
+		return set_fatal(rn, EPROTO, "agentboxd sent output in an encoding unknown here");
 	if (r < 0)
 		return set_fatal(rn, -r, "writing the command's %s: %s",
 				 fd == STDOUT_FILENO ? "stdout" : "stderr", strerror(-r));
@@ -307,9 +326,11 @@ static int take_answer(struct runner *rn)
 	int r = 0;
 	json_t *out = json_object_get(a, "stdout"), *errs = json_object_get(a, "stderr");
 	if (json_is_string(out))
-		r = write_all(STDOUT_FILENO, json_string_value(out), json_string_length(out));
+		r = write_output(STDOUT_FILENO, out, json_object_get(a, "stdout_encoding"));
 	if (r == 0 && json_is_string(errs))
-		r = write_all(STDERR_FILENO, json_string_value(errs), json_string_length(errs));
+		r = write_output(STDERR_FILENO, errs, json_object_get(a, "stderr_encoding"));
+	if (r == -EPROTO)
+		return set_fatal(rn, EPROTO, "agentboxd sent output in an encoding unknown here");
 	if (r < 0)
 		return set_fatal(rn, -r, "writing the command's output: %s", strerror(-r));
 	rn->exit = TAKE_PTR(a);

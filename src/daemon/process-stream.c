@@ -14,6 +14,7 @@
 #include "daemon/stream.h"
 
 #include "api/json-util.h"
+#include "api/output.h"
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "core/layout.h"
@@ -54,13 +55,16 @@ static int open_output(struct sse *s, const char *ext)
 	return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 }
 
-/* One event of data n bytes of buf from stream name (stdout/stderr). */
+/*
+ * One event of n bytes of buf from stream name (stdout/stderr): the text,
+ * or its base64 with "encoding": "base64" (api/output.h).
+ */
 static void put_output_event(struct sse *s, const char *name, const char *buf, size_t n)
 {
-	/* cut at a UTF-8 boundary where possible: a character is not split in two events */
+	bool base64;
 	buf_printf(&s->pending, "event: %s\ndata: {\"data\":", name);
-	json_put_str(&s->pending, buf, n);
-	buf_puts(&s->pending, "}\n\n");
+	output_put_json(&s->pending, buf, n, &base64);
+	buf_puts(&s->pending, base64 ? ",\"encoding\":\"base64\"}\n\n" : "}\n\n");
 }
 
 /* Read new output of one file into events. Returns bytes read. */
@@ -75,15 +79,9 @@ static size_t drain(struct sse *s, int *fd, uint64_t *off, const char *ext, cons
 	if (n <= 0)
 		return 0;
 	size_t len = (size_t)n;
-	/* keep an incomplete UTF-8 sequence at the end for the next event */
-	if (len == sizeof(buf)) {
-		size_t back = 0;
-		while (back < 4 && back < len &&
-		       ((unsigned char)buf[len - 1 - back] & 0xc0) == 0x80)
-			back++;
-		if (back < len && ((unsigned char)buf[len - 1 - back] & 0xc0) == 0xc0)
-			len -= back + 1;
-	}
+	/* a full chunk: a character it cuts in two goes whole into the next event */
+	if (len == sizeof(buf))
+		len = output_cut(buf, len);
 	put_output_event(s, name, buf, len);
 	*off += len;
 	return len;
