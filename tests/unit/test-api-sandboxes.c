@@ -1471,8 +1471,10 @@ static void test_exec(void **state)
 	assert_int_equal(num(rep.json, "exit_code"), 137);
 	assert_int_equal(num(rep.json, "signal"), 9);
 	assert_true(is_true(rep.json, "oom_killed"));
-	assert_string_equal(str(rep.json, "stdout"), "a\xef\xbf\xbd"
-						     "b");
+	/* output that is not text is its bytes in base64, and says so */
+	assert_string_equal(str(rep.json, "stdout"), "Yf9i");
+	assert_string_equal(str(rep.json, "stdout_encoding"), "base64");
+	assert_null(json_object_get(rep.json, "stderr_encoding"));
 	assert_true(is_true(rep.json, "truncated"));
 	reply_free(&rep);
 	/* or the shim says it truncated */
