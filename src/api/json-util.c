@@ -1,6 +1,7 @@
 /*
- * json-util.c - the canonical JSON writer, a depth pre-check, and a raw
- * member scanner for the JSON we stored ourselves. See json-util.h.
+ * json-util.c - the canonical JSON writer, the pre-check of what a parse
+ * may cost, and a raw member scanner for the JSON we stored ourselves.
+ * See json-util.h.
  */
 #include "api/json-util.h"
 
@@ -212,10 +213,17 @@ void json_put(struct buf *b, const json_t *v)
 		buf_puts(b, "null");
 }
 
-bool json_depth_exceeds(const char *s, size_t n, int max)
+/*
+ * Values are counted where they start: the first one (the root), the
+ * first child of an array or object (anything but its closing bracket
+ * right after the opening one), and each child after a comma. For JSON
+ * text that is exactly 1 + commas + non-empty containers; an object's
+ * member counts once, by its key.
+ */
+enum json_excess json_limits_check(const char *s, size_t n, const struct json_limits *lim)
 {
-	int depth = 0;
-	bool in_string = false;
+	size_t depth = 0, values = 0;
+	bool in_string = false, opened = false; /* opened: just past a '[' or '{' */
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
 		if (in_string) {
@@ -223,16 +231,25 @@ bool json_depth_exceeds(const char *s, size_t n, int max)
 				i++;
 			else if (c == '"')
 				in_string = false;
-		} else if (c == '"') {
+			continue;
+		}
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+			continue;
+		if (values == 0 || c == ',' || (opened && c != ']' && c != '}'))
+			if (++values > lim->values_max)
+				return JSON_TOO_MANY_VALUES;
+		opened = false;
+		if (c == '"') {
 			in_string = true;
 		} else if (c == '[' || c == '{') {
-			if (++depth > max)
-				return true;
+			if (++depth > lim->depth_max)
+				return JSON_TOO_DEEP;
+			opened = true;
 		} else if ((c == ']' || c == '}') && depth > 0) {
 			depth--;
 		}
 	}
-	return false;
+	return JSON_WITHIN_LIMITS;
 }
 
 /* ---- scanning stored JSON ---------------------------------------------- */

@@ -14,8 +14,9 @@
  * same double, always with a '.' or an exponent so they stay reals.
  *
  * Parsing untrusted JSON is jansson's job (task-request.c); this file only
- * pre-checks nesting depth, and scans our own stored JSON for a member's
- * raw text without building a tree (json_member_raw()).
+ * bounds what that parse may cost before it starts (json_limits_check()),
+ * and scans our own stored JSON for a member's raw text without building
+ * a tree (json_member_raw()).
  */
 #ifndef AGENTBOX_API_JSON_UTIL_H
 #define AGENTBOX_API_JSON_UTIL_H
@@ -48,11 +49,32 @@ void json_put(struct buf *b, const json_t *v);
 bool utf8_is_valid(const char *s, size_t n);
 
 /*
- * Does the JSON text in s[0..n) nest arrays and objects deeper than max?
- * Brackets inside strings do not count. Works on malformed text too (the
- * parser rejects it afterwards), so it can run before parsing.
+ * What parsing a JSON text may cost, bounded before the parse. jansson
+ * builds one allocation or more for every value (a few hundred bytes at
+ * most: an empty object is the largest), recursing once per level, so a
+ * 4 MiB text of "[[],[],...]" (1.4 million values) once cost 445 MB
+ * before anything could refuse it. Depth and values bound the tree; the
+ * bytes of its strings and keys are bounded by the text's own length.
  */
-bool json_depth_exceeds(const char *s, size_t n, int max);
+struct json_limits {
+	size_t depth_max;  /* arrays and objects nested in one another */
+	size_t values_max; /* values in all: the root, array elements, object members */
+};
+
+enum json_excess {
+	JSON_WITHIN_LIMITS = 0,
+	JSON_TOO_DEEP,
+	JSON_TOO_MANY_VALUES,
+};
+
+/*
+ * Which of lim the JSON text s[0..n) passes first (JSON_WITHIN_LIMITS if
+ * neither), in one pass that allocates nothing. Brackets and commas inside
+ * strings do not count. On malformed text it still counts every value the
+ * parser could build before it fails, so it can run before parsing: a text
+ * the parser accepts has exactly the counted values.
+ */
+enum json_excess json_limits_check(const char *s, size_t n, const struct json_limits *lim);
 
 /*
  * In the JSON object text `json` (well-formed, as the store keeps it),

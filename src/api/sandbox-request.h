@@ -4,7 +4,10 @@
  * Parsed and validated strictly, as task requests are (task-request.h):
  * unknown fields are unknown_field, wrong types invalid_field, each
  * naming its field. limits and env follow the very rules of tasks (the
- * same code checks them); docs/api.md lists every rule.
+ * same code checks them); docs/api.md lists every rule. Every body is
+ * first held, before it is parsed, to the nesting and the number of
+ * values of any request body (TASK_REQUEST_DEPTH_MAX and
+ * TASK_REQUEST_VALUES_MAX, task-request.h): past either, invalid_json.
  *
  * Ownership: a parsed request owns what it points at until its release.
  */

@@ -23,9 +23,10 @@ int task_request_check_unknown(json_t *obj, const char *parent, const char *cons
 			       struct api_error *e);
 
 /*
- * Load a request body: a JSON object, no duplicate keys, nesting at most
- * TASK_REQUEST_DEPTH_MAX. NULL with *ret = -EINVAL (e: invalid_json) or
- * -ENOMEM.
+ * Load a request body, of any route: a JSON object, no duplicate keys,
+ * nesting at most TASK_REQUEST_DEPTH_MAX and at most
+ * TASK_REQUEST_VALUES_MAX values, both checked before jansson parses it.
+ * NULL with *ret = -EINVAL (e: invalid_json) or -ENOMEM.
  */
 json_t *task_request_load(const char *body, size_t len, struct api_error *e, int *ret);
 

@@ -16,6 +16,11 @@
 #include <string.h>
 
 _Static_assert(TASK_REQUEST_TIMEOUT_MAX_S * 1000ULL == SPEC_TIMEOUT_MAX_MS, "one timeout limit");
+/* The largest legitimate body in values, as task-request.h counts it. */
+_Static_assert(TASK_REQUEST_VALUES_MAX >= 1 + (1 + SPEC_ARGV_MAX) + (1 + 5) + (1 + SPEC_ENV_MAX) +
+					      (1 + TASK_REQUEST_FILES_MAX) + 1 + (1 + 4) +
+					      (TASK_REQUEST_METADATA_MAX + 1) / 2,
+	       "the values of a body bound the largest legitimate one");
 
 static const char *const top_fields[] = {"command",	 "limits",   "env",	 "files",
 					 "max_attempts", "retry_on", "metadata", NULL};
@@ -316,9 +321,21 @@ json_t *task_request_load(const char *body, size_t len, struct api_error *e, int
 			      "the body is empty: send a JSON object");
 		return NULL;
 	}
-	if (json_depth_exceeds(body, len, TASK_REQUEST_DEPTH_MAX)) {
+	/* before jansson builds anything: what it may build is bounded */
+	static const struct json_limits limits = {.depth_max = TASK_REQUEST_DEPTH_MAX,
+						  .values_max = TASK_REQUEST_VALUES_MAX};
+	switch (json_limits_check(body, len, &limits)) {
+	case JSON_WITHIN_LIMITS:
+		break;
+	case JSON_TOO_DEEP:
 		api_error_set(e, API_ERR_INVALID_JSON, NULL, "the body nests deeper than %d levels",
 			      TASK_REQUEST_DEPTH_MAX);
+		return NULL;
+	case JSON_TOO_MANY_VALUES:
+		api_error_set(e, API_ERR_INVALID_JSON, NULL,
+			      "the body has more than %d values (array elements and object "
+			      "members, nested ones included)",
+			      TASK_REQUEST_VALUES_MAX);
 		return NULL;
 	}
 	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);

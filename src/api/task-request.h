@@ -32,8 +32,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Named limits of a request (with the SPEC_* limits of core/limits.h). */
+/*
+ * Named limits of a request (with the SPEC_* limits of core/limits.h).
+ *
+ * DEPTH_MAX and VALUES_MAX bound every JSON body of the API (tasks, and
+ * the sandbox routes: sandbox-request.h), checked before the body is
+ * parsed, so that what jansson may build for any body is bounded:
+ * VALUES_MAX values of a few hundred bytes each (a few MiB), plus strings
+ * no longer than the body. VALUES_MAX (root, array elements and object
+ * members, nested ones included) is the largest legitimate task body
+ * rounded up to a power of two: the root; command and its SPEC_ARGV_MAX
+ * items; limits and its 5 members; env and its SPEC_ENV_MAX entries;
+ * files and its TASK_REQUEST_FILES_MAX entries; max_attempts; retry_on
+ * and its 4 names; and metadata, whose compact JSON of at most
+ * TASK_REQUEST_METADATA_MAX bytes holds at most half as many values (each
+ * takes a byte and a comma or bracket): 12,624 in all (task-request.c
+ * asserts it). Every other body takes a part of these fields.
+ */
 #define TASK_REQUEST_DEPTH_MAX	     64		       /* nesting of the whole body */
+#define TASK_REQUEST_VALUES_MAX	     16384	       /* values in the whole body */
 #define TASK_REQUEST_ARG_MAX	     (64 * 1024)       /* bytes of one command item */
 #define TASK_REQUEST_ARGV_BYTES_MAX  (1024 * 1024)     /* bytes of all command items */
 #define TASK_REQUEST_ENV_BYTES_MAX   (512 * 1024)      /* bytes of all KEY=VALUE */

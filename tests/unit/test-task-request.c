@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/sandbox-request.h"
 #include "api/task-request.h"
 #include "runtime/spec.h"
 
@@ -584,14 +585,149 @@ static void test_metadata_and_depth(void **state)
 	free(t.p);
 }
 
+/* ---- what a body may cost: depth and values, before parsing ----------- */
+
+/* {"command":["a"],"metadata":{"a":[ n zeros ]}} holds 5 + n values. */
+static char *values_body(size_t n)
+{
+	struct text t = {0};
+	adds(&t, CMD "\"metadata\":{\"a\":[");
+	for (size_t i = 0; i < n; i++)
+		adds(&t, i ? ",0" : "0");
+	adds(&t, "]}}");
+	return t.p;
+}
+
+static void test_values_limit(void **state)
+{
+	(void)state;
+	/* at the limit the body is parsed (and its metadata found too long) */
+	check_size(values_body(TASK_REQUEST_VALUES_MAX - 5), false, "metadata");
+	/* one past it, it is not: invalid_json, naming the limit */
+	char *b = values_body(TASK_REQUEST_VALUES_MAX - 4);
+	parse_bad(b, API_ERR_INVALID_JSON, "");
+	struct task_request r;
+	struct api_error e = {0};
+	char want[64];
+	snprintf(want, sizeof(want), "more than %d values", TASK_REQUEST_VALUES_MAX);
+	assert_int_equal(task_request_parse(b, strlen(b), &r, &e), -EINVAL);
+	assert_non_null(strstr(e.message, want));
+	free(b);
+}
+
+/* Every field at its largest: the values limit leaves room for it. */
+static void test_the_largest_task_fits(void **state)
+{
+	(void)state;
+	struct text t = {0};
+	adds(&t, "{\"command\":[");
+	for (size_t i = 0; i < SPEC_ARGV_MAX; i++)
+		adds(&t, i ? ",\"a\"" : "\"a\"");
+	adds(&t, "],\"limits\":{\"memory_mb\":512,\"cpus\":1,\"pids\":256,\"disk_mb\":1024,"
+		 "\"timeout_s\":60},\"env\":{");
+	for (size_t i = 0; i < SPEC_ENV_MAX; i++) {
+		char entry[32];
+		snprintf(entry, sizeof(entry), "%s\"V%zu\":\"v\"", i ? "," : "", i);
+		adds(&t, entry);
+	}
+	adds(&t, "},\"files\":{");
+	for (size_t i = 0; i < TASK_REQUEST_FILES_MAX; i++) {
+		char entry[32];
+		snprintf(entry, sizeof(entry), "%s\"/tmp/f%zu\":\"x\"", i ? "," : "", i);
+		adds(&t, entry);
+	}
+	adds(&t, "},\"max_attempts\":3,\"retry_on\":[\"failed\",\"oom_killed\",\"timed_out\","
+		 "\"lost\"],\"metadata\":{\"a\":[");
+	/* {"a":[0,...]} is 8 bytes around 2n - 1: as many values as 16 KiB holds */
+	size_t n = (TASK_REQUEST_METADATA_MAX - 8 + 1) / 2;
+	for (size_t i = 0; i < n; i++)
+		adds(&t, i ? ",0" : "0");
+	adds(&t, "]}}");
+	struct task_request r, again;
+	parse_ok(t.p, &r);
+	assert_int_equal(r.argc, SPEC_ARGV_MAX);
+	assert_int_equal(r.nenv, SPEC_ENV_MAX);
+	assert_int_equal(r.nfiles, TASK_REQUEST_FILES_MAX);
+	/* and its canonical spec, with every default, fits as well */
+	struct api_error e = {0};
+	assert_int_equal(task_request_from_spec_json(r.spec_json, &again, &e), 0);
+	assert_string_equal(again.spec_json, r.spec_json);
+	task_request_release(&again);
+	task_request_release(&r);
+	/* one more metadata value is too long for metadata, not too many values */
+	t.len -= 3;
+	adds(&t, ",0]}}");
+	parse_bad(t.p, API_ERR_INVALID_FIELD, "metadata");
+	free(t.p);
+}
+
+/* Every route that reads a JSON body holds it to both limits first. */
+static void check_every_parser(const char *body, const char *want)
+{
+	size_t len = strlen(body);
+	struct api_error e[5] = {0};
+	struct task_request tr;
+	struct sandbox_request sr;
+	struct exec_request xr;
+	int64_t ms;
+	int sig;
+	int rc[5] = {
+	    task_request_parse(body, len, &tr, &e[0]),
+	    sandbox_request_parse(body, len, &sr, &e[1]),
+	    exec_request_parse(body, len, &xr, &e[2]),
+	    sandbox_timeout_parse(body, len, &ms, &e[3]),
+	    process_kill_parse(body, len, &sig, &e[4]),
+	};
+	for (size_t i = 0; i < 5; i++) {
+		if (rc[i] != -EINVAL || e[i].code != API_ERR_INVALID_JSON ||
+		    !strstr(e[i].message, want))
+			fail_msg("parser %zu: %d %s: %s, want invalid_json: ...%s...", i, rc[i],
+				 api_error_name(e[i].code), e[i].message, want);
+	}
+}
+
+static void test_every_body_route_has_the_limits(void **state)
+{
+	(void)state;
+	char want[64];
+	snprintf(want, sizeof(want), "more than %d values", TASK_REQUEST_VALUES_MAX);
+	struct text t = {0};
+	adds(&t, "[");
+	for (size_t i = 0; i < TASK_REQUEST_VALUES_MAX; i++)
+		adds(&t, i ? ",[]" : "[]");
+	adds(&t, "]");
+	check_every_parser(t.p, want);
+	free(t.p);
+	/* inside an object, where each route takes one */
+	t = (struct text){0};
+	adds(&t, "{\"metadata\":{\"a\":[");
+	for (size_t i = 0; i < TASK_REQUEST_VALUES_MAX; i++)
+		adds(&t, i ? ",\"\"" : "\"\"");
+	adds(&t, "]}}");
+	check_every_parser(t.p, want);
+	free(t.p);
+	snprintf(want, sizeof(want), "deeper than %d levels", TASK_REQUEST_DEPTH_MAX);
+	char *b = nested_body(TASK_REQUEST_DEPTH_MAX + 1, "[", "]");
+	check_every_parser(b, want);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),	    cmocka_unit_test(test_full_request),
-	    cmocka_unit_test(test_round_trip),	    cmocka_unit_test(test_canonical_is_stable),
-	    cmocka_unit_test(test_limits_rounding), cmocka_unit_test(test_bad_requests),
-	    cmocka_unit_test(test_command_sizes),   cmocka_unit_test(test_env_sizes),
-	    cmocka_unit_test(test_files_sizes),	    cmocka_unit_test(test_metadata_and_depth),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_full_request),
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_canonical_is_stable),
+	    cmocka_unit_test(test_limits_rounding),
+	    cmocka_unit_test(test_bad_requests),
+	    cmocka_unit_test(test_command_sizes),
+	    cmocka_unit_test(test_env_sizes),
+	    cmocka_unit_test(test_files_sizes),
+	    cmocka_unit_test(test_metadata_and_depth),
+	    cmocka_unit_test(test_values_limit),
+	    cmocka_unit_test(test_the_largest_task_fits),
+	    cmocka_unit_test(test_every_body_route_has_the_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
