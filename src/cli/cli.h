@@ -33,8 +33,18 @@ int verb_sandbox(int argc, char **argv);
 int verb_exec(int argc, char **argv);
 int verb_cp(int argc, char **argv);
 
-/* Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. */
+/*
+ * Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. The
+ * message is escaped for a terminal (client/term.h): what it quotes of
+ * agentboxd's, a task's or a sandbox's text cannot drive the terminal.
+ */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Print s, a string agentboxd sent (an id, a status), escaped for a
+ * terminal, and a newline, to stdout and flush it. 0 or -EIO.
+ */
+int cli_print_text(const char *s);
 
 /*
  * After getopt_long() returned ':' (an option without its value) or '?'

@@ -6,6 +6,10 @@
  */
 #include "cli/cli.h"
 
+#include "base/buf.h"
+#include "client/term.h"
+
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -30,13 +34,31 @@ static const struct verb verbs[] = {
 
 int cli_fail(const char *fmt, ...)
 {
+	_cleanup_buf_ struct buf msg = {0};
+	_cleanup_buf_ struct buf line = {0};
 	va_list ap;
-	fputs("agentbox: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	buf_vprintf(&msg, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* a reason may quote what agentboxd, a task or a sandbox wrote */
+	buf_puts(&line, "agentbox: ");
+	term_escape(msg.data ? msg.data : "", msg.len, 0, &line);
+	buf_puts(&line, "\n");
+	if (msg.failed || line.failed)
+		fputs("agentbox: out of memory\n", stderr);
+	else
+		fputs(line.data, stderr);
 	return EXIT_AGENTBOX;
+}
+
+int cli_print_text(const char *s)
+{
+	_cleanup_buf_ struct buf line = {0};
+	term_escape(s, strlen(s), 0, &line);
+	buf_puts(&line, "\n");
+	if (line.failed || fputs(line.data, stdout) == EOF || fflush(stdout) == EOF)
+		return -EIO;
+	return 0;
 }
 
 int cli_option_error(const char *verb, int opt, char **argv)

@@ -36,9 +36,13 @@ int verb_cancel(int argc, char **argv)
 	if (!status)
 		return cli_fail("cancel: agentboxd's answer has no status");
 	bool requested = json_is_true(json_object_get(task, "cancel_requested"));
-	printf("%s%s\n", status,
-	       requested && !client_status_is_final(status) ? " (cancel requested)" : "");
-	if (fflush(stdout) == EOF)
+	char line[64];
+	struct term_line l;
+	term_line_init(&l, line, sizeof(line));
+	term_line_adds(&l, status);
+	if (requested && !client_status_is_final(status))
+		term_line_adds(&l, " (cancel requested)");
+	if (printf("%s\n", line) < 0 || fflush(stdout) == EOF)
 		return cli_fail("cancel: cannot write the output");
 	return 0;
 }

@@ -66,10 +66,14 @@ static void print_row(const json_t *task, int64_t now)
 {
 	char id[CLIENT_ID_MAX + 1], status[16], attempt[32], age[16] = "-";
 	char progress[PS_PROGRESS_WIDTH + 1], command[PS_COMMAND_WIDTH + 1];
+	/* what the daemon and the task sent goes to the terminal escaped (client/term.h) */
+	struct term_line l;
 	const char *s = json_string_value(json_object_get(task, "id"));
-	snprintf(id, sizeof(id), "%s", s ? s : "?");
+	term_line_init(&l, id, sizeof(id));
+	term_line_adds(&l, s ? s : "?");
 	s = json_string_value(json_object_get(task, "status"));
-	snprintf(status, sizeof(status), "%s", s ? s : "?");
+	term_line_init(&l, status, sizeof(status));
+	term_line_adds(&l, s ? s : "?");
 	snprintf(attempt, sizeof(attempt), "%lld/%lld",
 		 (long long)json_integer_value(json_object_get(task, "attempt")),
 		 (long long)json_integer_value(json_object_get(task, "max_attempts")));
@@ -79,13 +83,6 @@ static void print_row(const json_t *task, int64_t now)
 		client_format_age(now - created, age, sizeof(age));
 	client_format_progress(json_object_get(task, "progress"), progress, sizeof(progress));
 	client_format_command(json_object_get(task, "command"), command, sizeof(command));
-	/* ids and statuses come from the daemon: nothing but printable ASCII goes out */
-	for (char *p = id; *p; p++)
-		if (*p < 0x20 || *p > 0x7e)
-			*p = '?';
-	for (char *p = status; *p; p++)
-		if (*p < 0x20 || *p > 0x7e)
-			*p = '?';
 	printf("%-30s  %-10s  %-7s  %-4s  %-*s  %s\n", id, status, attempt, age, PS_PROGRESS_WIDTH,
 	       progress[0] ? progress : "-", command);
 }

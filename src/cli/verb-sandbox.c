@@ -120,7 +120,7 @@ static int print_member(const char *verb, const json_t *answer, const char *key)
 	const char *v = json_string_value(json_object_get(answer, key));
 	if (!v)
 		return cli_fail("%s: agentboxd's answer has no %s", verb, key);
-	if (printf("%s\n", v) < 0 || fflush(stdout) == EOF)
+	if (cli_print_text(v) < 0)
 		return cli_fail("%s: cannot write the output", verb);
 	return 0;
 }
@@ -181,28 +181,24 @@ struct lister {
 	json_t *all; /* --json: every sandbox, page after page; else NULL */
 };
 
-/* Only printable ASCII of what the daemon sent reaches the terminal. */
-static void printable(char *s)
-{
-	for (; *s; s++)
-		if (*s < 0x20 || *s > 0x7e)
-			*s = '?';
-}
-
 static void print_sandbox(const json_t *sb, int64_t now)
 {
 	char id[CLIENT_ID_MAX + 1], status[LS_STATUS_WIDTH + 16];
 	char created[32] = "-", expires[32] = "-";
+	/* what the daemon sent goes to the terminal escaped (client/term.h) */
+	struct term_line l;
 	const char *s = json_string_value(json_object_get(sb, "id"));
-	snprintf(id, sizeof(id), "%s", s ? s : "?");
+	term_line_init(&l, id, sizeof(id));
+	term_line_adds(&l, s ? s : "?");
 	s = json_string_value(json_object_get(sb, "status"));
 	const char *reason = json_string_value(json_object_get(sb, "end_reason"));
-	if (s && reason && strcmp(s, "ended") == 0)
-		snprintf(status, sizeof(status), "%s (%s)", s, reason);
-	else
-		snprintf(status, sizeof(status), "%s", s ? s : "?");
-	printable(id);
-	printable(status);
+	term_line_init(&l, status, sizeof(status));
+	term_line_adds(&l, s ? s : "?");
+	if (s && reason && strcmp(s, "ended") == 0) {
+		term_line_adds(&l, " (");
+		term_line_adds(&l, reason);
+		term_line_adds(&l, ")");
+	}
 	int64_t t;
 	s = json_string_value(json_object_get(sb, "created_at"));
 	if (s && client_parse_time(s, &t) == 0) {

@@ -266,7 +266,7 @@ int verb_submit(int argc, char **argv)
 	const char *id = json_string_value(json_object_get(task, "id"));
 	if (!id)
 		return cli_fail("submit: agentboxd's answer has no task id");
-	if (printf("%s\n", id) < 0 || fflush(stdout) == EOF)
+	if (cli_print_text(id) < 0)
 		return cli_fail("submit: cannot write the output");
 	return 0;
 }

@@ -95,26 +95,25 @@ static void draw(struct waiter *w)
 {
 	if (!w->live)
 		return;
-	char progress[512], line[640];
-	client_format_progress(w->progress, progress, sizeof(progress));
-	int n;
-	if (w->attempt > 0)
-		n = snprintf(line, sizeof(line), "%s  attempt %" PRId64 "%s%s", w->status,
-			     w->attempt, progress[0] ? "  " : "", progress);
-	else
-		n = snprintf(line, sizeof(line), "%s%s%s", w->status, progress[0] ? "  " : "",
-			     progress);
 	/* one screen line, so \r redraws it in place */
 	struct winsize ws;
 	size_t cols = 80;
 	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
 		cols = ws.ws_col;
-	size_t len = n < 0 ? 0 : (size_t)n;
-	if (len >= sizeof(line))
-		len = sizeof(line) - 1;
-	if (len > cols - 1)
-		len = cols - 1;
-	printf("\r%.*s\033[K", (int)len, line);
+	char line[640];
+	struct term_line l; /* escaped: the status and progress are not ours */
+	term_line_init(&l, line, cols < sizeof(line) ? cols : sizeof(line));
+	term_line_adds(&l, w->status);
+	if (w->attempt > 0) {
+		char attempt[32];
+		snprintf(attempt, sizeof(attempt), "  attempt %" PRId64, w->attempt);
+		term_line_adds(&l, attempt);
+	}
+	if (json_object_size(w->progress) > 0) {
+		term_line_adds(&l, "  ");
+		client_view_progress(&l, w->progress);
+	}
+	printf("\r%s\033[K", line);
 	fflush(stdout);
 	w->drawn = true;
 }

@@ -61,14 +61,6 @@ void client_release(struct client *c)
 	c->auth_header = NULL;
 }
 
-/* Control characters from the daemon never reach the terminal. */
-static void scrub(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
-}
-
 static int status_errno(int status)
 {
 	switch (status) {
@@ -105,11 +97,8 @@ static int api_error(const struct client *c, const struct http_response *res, st
 		error_set(err, code, "%s at %s answered %d %s", CLIENT_PEER, c->ep.name,
 			  res->status, res->reason);
 	}
-	if (err) {
-		if (res->status == 401 && c->ep.transport == HTTP_TCP && !c->auth_header)
-			error_prefix(err, "AGENTBOX_TOKEN is not set: ");
-		scrub(err->msg);
-	}
+	if (err && res->status == 401 && c->ep.transport == HTTP_TCP && !c->auth_header)
+		error_prefix(err, "AGENTBOX_TOKEN is not set: ");
 	return -code;
 }
 
@@ -202,10 +191,9 @@ int client_request(struct client *c, const struct client_request *creq, json_t *
 	    json_loadb(res.body ? res.body : "", res.body_len, JSON_DECODE_ANY, &jerr);
 	http_response_release(&res);
 	if (!json) {
-		r = error_set(err, EPROTO, "%s at %s answered with something that is not JSON: %s",
-			      CLIENT_PEER, c->ep.name, jerr.text);
-		scrub(err ? err->msg : jerr.text);
-		return r;
+		return error_set(err, EPROTO,
+				 "%s at %s answered with something that is not JSON: %s",
+				 CLIENT_PEER, c->ep.name, jerr.text);
 	}
 	if (ret)
 		*ret = TAKE_PTR(json);

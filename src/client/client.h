@@ -20,6 +20,9 @@
  * breaks later),
  * and the return value is -ENOENT (404), -EINVAL (400), -EACCES (401),
  * -EBUSY (409), -E2BIG (413) or -EREMOTEIO (anything else).
+ * A message may quote what the daemon sent as it came (its own message,
+ * which may quote a task's or a sandbox's text): it is for a terminal only
+ * through term_escape() (term.h), as the CLI's cli_fail() prints it.
  *
  * Ownership: a struct client owns its Authorization line
  * (client_release()); JSON returned is the caller's (json_decref()).
@@ -29,6 +32,7 @@
 
 #include "base/error.h"
 #include "client/http-client.h"
+#include "client/term.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -188,17 +192,55 @@ int client_task_request(const char *socket_path, const char *method, const char 
 int client_sandbox_request(const char *socket_path, const char *method, const char *id,
 			   const char *suffix, const json_t *body, json_t **ret, struct error *err);
 
-/* Print JSON indented by two spaces, with a newline. 0 or -EIO. */
+/*
+ * Print JSON indented by two spaces, with a newline. What a terminal would
+ * obey (C1 and bidi controls, DEL) is written as JSON escapes (\u009b;
+ * term.h, TERM_JSON): the same JSON value, safe on a terminal. 0 or -EIO.
+ */
 int client_print_json(FILE *f, const json_t *json);
 
 /*
  * A progress object as "key=value key=value" (strings bare, other values
- * as compact JSON), cut to fit size with "..." at the end. "" for none.
+ * as compact JSON), escaped for a terminal (term.h), appended to l, which
+ * cuts it with "..." where it does not fit.
  */
+void client_view_progress(struct term_line *l, const json_t *progress);
+
+/* client_view_progress() into buf, alone. "" for none. */
 void client_format_progress(const json_t *progress, char *buf, size_t size);
 
-/* A command array as one line, arguments with spaces quoted, cut to size with "...". */
+/*
+ * A command array as one line, arguments with spaces quoted, escaped for
+ * a terminal, cut to size with "...".
+ */
 void client_format_command(const json_t *command, char *buf, size_t size);
+
+/* ---- a task's output on a terminal (logs-view.c) ------------------------ */
+
+/*
+ * The most output GET /v1/tasks/{id}/logs sends (docs/api.md: 64 MiB);
+ * past it, the body is that much after a first line that says so.
+ */
+#define CLIENT_LOGS_MAX (64u << 20)
+
+struct client_logs_view {
+	size_t headers;	 /* lines marked as agentboxd's */
+	size_t unmarked; /* lines that read "[agentbox: attempt N]" and are not marked */
+};
+
+/*
+ * Write body, the answer of GET /v1/tasks/{id}/logs without follow, to f
+ * for a terminal: the output escaped (term.h; \n and \t kept), and each
+ * line that agentboxd must have written (an attempt header, the notice of
+ * a cut) marked with TERM_MARK_ON/OFF instead. attempts is the task's
+ * attempt count when agentboxd answered (-1: not known). A task can write
+ * a header's line itself; a header is marked only when no reading of the
+ * body makes it the task's (logs-view.c says how), so a marked line is
+ * always agentboxd's, and the others are shown as output (counted in
+ * *ret, which may be NULL). 0, or -EIO (f failed) or -ENOMEM.
+ */
+int client_logs_render(const char *body, size_t len, int64_t attempts, FILE *f,
+		       struct client_logs_view *ret);
 
 /* "2024-05-01T12:00:00.123Z" (any offset) as ms since the epoch. 0 or -EINVAL. */
 int client_parse_time(const char *s, int64_t *ret_ms);

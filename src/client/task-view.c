@@ -5,6 +5,7 @@
  */
 #include "client/client.h"
 
+#include "base/cleanup.h"
 #include "core/task.h"
 
 #include <errno.h>
@@ -104,78 +105,54 @@ bool client_status_is_final(const char *status)
 
 int client_print_json(FILE *f, const json_t *json)
 {
-	if (json_dumpf(json, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15) | JSON_ENCODE_ANY) < 0 ||
-	    fputc('\n', f) == EOF)
+	_cleanup_free_ char *text =
+	    json_dumps(json, JSON_INDENT(2) | JSON_REAL_PRECISION(15) | JSON_ENCODE_ANY);
+	if (!text)
+		return -EIO;
+	/* the same JSON, with what a terminal would obey spelled as \uXXXX */
+	_cleanup_buf_ struct buf b = {0};
+	if (term_escape(text, strlen(text), TERM_JSON | TERM_KEEP_NEWLINE, &b) < 0 ||
+	    buf_puts(&b, "\n") < 0)
+		return -EIO;
+	if (fwrite(b.data, 1, b.len, f) != b.len)
 		return -EIO;
 	return 0;
 }
 
-/* Appends to a fixed buffer; past its end, the text ends in "...". */
-struct line {
-	char *buf;
-	size_t size, len;
-	bool cut;
-};
-
-static void line_add(struct line *l, const char *s, size_t n)
+void client_view_progress(struct term_line *l, const json_t *progress)
 {
-	if (l->cut || l->size == 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		if (l->len + 1 >= l->size) {
-			l->cut = true;
-			size_t keep = l->size > 4 ? l->size - 4 : 0;
-			if (l->len > keep)
-				l->len = keep;
-			/* do not leave half a UTF-8 sequence before the dots */
-			while (l->len > 0 && ((unsigned char)l->buf[l->len] & 0xc0) == 0x80)
-				l->len--;
-			snprintf(l->buf + l->len, l->size - l->len, "...");
-			l->len = strlen(l->buf);
-			return;
-		}
-		unsigned char ch = (unsigned char)s[i];
-		l->buf[l->len++] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
-		l->buf[l->len] = '\0';
-	}
-}
-
-static void line_adds(struct line *l, const char *s)
-{
-	line_add(l, s, strlen(s));
-}
-
-void client_format_progress(const json_t *progress, char *buf, size_t size)
-{
-	struct line l = {.buf = buf, .size = size};
-	if (size)
-		buf[0] = '\0';
 	const char *key;
 	json_t *value;
 	bool first = true;
 	json_object_foreach((json_t *)progress, key, value)
 	{
 		if (!first)
-			line_adds(&l, " ");
+			term_line_adds(l, " ");
 		first = false;
-		line_adds(&l, key);
-		line_adds(&l, "=");
+		term_line_adds(l, key);
+		term_line_adds(l, "=");
 		if (json_is_string(value)) {
-			line_add(&l, json_string_value(value), json_string_length(value));
+			term_line_add(l, json_string_value(value), json_string_length(value));
 		} else {
 			char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY |
 							   JSON_REAL_PRECISION(15));
-			line_adds(&l, text ? text : "?");
+			term_line_adds(l, text ? text : "?");
 			free(text);
 		}
 	}
 }
 
+void client_format_progress(const json_t *progress, char *buf, size_t size)
+{
+	struct term_line l;
+	term_line_init(&l, buf, size);
+	client_view_progress(&l, progress);
+}
+
 void client_format_command(const json_t *command, char *buf, size_t size)
 {
-	struct line l = {.buf = buf, .size = size};
-	if (size)
-		buf[0] = '\0';
+	struct term_line l;
+	term_line_init(&l, buf, size);
 	size_t i;
 	json_t *arg;
 	json_array_foreach(command, i, arg)
@@ -184,13 +161,13 @@ void client_format_command(const json_t *command, char *buf, size_t size)
 		if (!s)
 			continue;
 		if (i > 0)
-			line_adds(&l, " ");
+			term_line_adds(&l, " ");
 		bool quote = !*s || strpbrk(s, " \t'\"") != NULL;
 		if (quote)
-			line_adds(&l, "'");
-		line_adds(&l, s);
+			term_line_adds(&l, "'");
+		term_line_add(&l, s, json_string_length(arg));
 		if (quote)
-			line_adds(&l, "'");
+			term_line_adds(&l, "'");
 	}
 }
 
