@@ -8,6 +8,11 @@
  * stop sent before it is ready waits for it, and is handled as a stop. The
  * caller's fds pass as fd 3, 4, ... in order; every other fd the caller
  * has must be O_CLOEXEC.
+ *
+ * Its environment is explicit: a fixed PATH, and AGENTBOX_RUN_DIR,
+ * AGENTBOX_CGROUP_ROOT and AGENTBOX_CGROUP where the caller has them
+ * (agentbox's own settings, which every launcher on a host must share);
+ * nothing else of the caller's environment, which may hold its secrets.
  */
 #ifndef AGENTBOX_BASE_SPAWN_H
 #define AGENTBOX_BASE_SPAWN_H

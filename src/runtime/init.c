@@ -3,8 +3,9 @@
  * reap, report, exit.
  *
  * Order matters, and each step is what it is for a reason:
- *  0. join our cgroup (v1; on v2 clone3 put us there), a new cgroup
- *     namespace rooted at it, a new net namespace: all while the
+ *  0. forget the launcher (its argv and environment came with our copy of
+ *     its memory); join our cgroup (v1; on v2 clone3 put us there), a new
+ *     cgroup namespace rooted at it, a new net namespace: all while the
  *     launcher maps our ids
  *  1. wait for the launcher's go (ids mapped); EOF = it died
  *  2. become root of the new user namespace
@@ -38,11 +39,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,6 +130,37 @@ static int place_files(const struct spec *spec, struct error *err)
 	return 0;
 }
 
+/*
+ * Forget the launcher. Our memory is a copy of its own, argv and environ
+ * strings included (host paths, and whatever its caller put in its
+ * environment), and the kernel shows those bytes as /proc/1/cmdline and
+ * /proc/1/environ for as long as we live. So: no environ, both areas
+ * zeroed in place, our name where argv[0] was, and our comm. Nothing in
+ * ctx points into these areas (launch-internal.h).
+ *
+ * The kernel reads all of [arg_start, arg_end) for cmdline, so that is our
+ * name and NULs, and environ all NULs; PR_SET_MM_MAP (no capability
+ * needed, but CONFIG_CHECKPOINT_RESTORE) then shrinks them to the name
+ * alone and nothing. Where it fails, the zeroed areas are what shows.
+ */
+static void forget_launcher(const struct prctl_mm_map *layout)
+{
+	clearenv();
+	memset((void *)(uintptr_t)layout->arg_start, 0, layout->arg_end - layout->arg_start);
+	memset((void *)(uintptr_t)layout->env_start, 0, layout->env_end - layout->env_start);
+	size_t len = sizeof(INIT_PROC_NAME); /* with its NUL, which the area ends with */
+	if (len > layout->arg_end - layout->arg_start)
+		len = layout->arg_end - layout->arg_start;
+	memcpy((void *)(uintptr_t)layout->arg_start, INIT_PROC_NAME, len - 1);
+
+	struct prctl_mm_map mm = *layout;
+	mm.brk = (uint64_t)syscall(SYS_brk, 0); /* ours as it is: unchanged */
+	mm.arg_end = mm.arg_start + len;
+	mm.env_start = mm.env_end = mm.arg_end;
+	(void)prctl(PR_SET_MM, PR_SET_MM_MAP, &mm, sizeof(mm), 0);
+	(void)prctl(PR_SET_NAME, INIT_PROC_NAME, 0, 0, 0);
+}
+
 /* The command of a run: in the workdir, with the sandbox's environment. */
 static _Noreturn void run_command(const struct launch_ctx *ctx)
 {
@@ -158,6 +192,7 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 	struct error err = {0};
 	char go;
 
+	forget_launcher(&ctx->layout);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		_exit(125);
 	if (dup3(ctx->status_fd, INIT_STATUS_FD, O_CLOEXEC) < 0)

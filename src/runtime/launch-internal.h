@@ -5,6 +5,12 @@
  *
  * The child gets a copy of the launcher's memory, so the context is plain
  * data prepared before clone(); nothing in it is freed by the child.
+ *
+ * That copy holds the launcher's argv and environ strings too: host paths
+ * and whatever the launcher's own caller put in its environment. The
+ * kernel shows them as /proc/<pid>/cmdline and environ. So init wipes
+ * them before anything else (init.c), and nothing in the context may point
+ * into them: the spec init reads is a copy the launcher made.
  */
 #ifndef AGENTBOX_RUNTIME_LAUNCH_INTERNAL_H
 #define AGENTBOX_RUNTIME_LAUNCH_INTERNAL_H
@@ -15,6 +21,7 @@
 #include "runtime/spec.h"
 #include "runtime/uidrange.h"
 
+#include <linux/prctl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -31,8 +38,18 @@ struct launch_volume {
 	bool is_dir; /* else a single file or FIFO */
 };
 
+/* What init shows as its comm and its whole cmdline. */
+#define INIT_PROC_NAME "agentbox-init"
+
 struct launch_ctx {
-	const struct spec *spec;
+	const struct spec *spec; /* a copy, in memory of its own (not in the argv area) */
+	/*
+	 * The launcher's memory layout as the kernel keeps it, read from
+	 * /proc/self/stat before clone() (proc(5), fields 26-28, 45-51; brk
+	 * is left 0): [arg_start, arg_end) holds its argv strings and
+	 * [env_start, env_end) its environ strings. init wipes both first.
+	 */
+	struct prctl_mm_map layout;
 	char **envp;		 /* the sandbox's environment */
 	const char *mnt_dir;	 /* empty host directory to build the root on */
 	int sync_fd;		 /* our end of the go socket: one byte once ids are mapped */

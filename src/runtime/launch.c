@@ -74,6 +74,133 @@ static int ensure_run_dirs(const char *run_dir, char *mnt, size_t size, struct e
 	return 0;
 }
 
+/*
+ * Our memory layout (launch-internal.h): fields 26-28 and 45-51 of
+ * /proc/self/stat, counted from the state (field 3) after the ')' that
+ * ends comm, which may hold spaces.
+ */
+static int read_layout(struct prctl_mm_map *ret)
+{
+	char stat[2048];
+	ssize_t n = read_file_at(AT_FDCWD, "/proc/self/stat", stat, sizeof(stat));
+	if (n < 0)
+		return (int)n;
+	uint64_t f[52] = {0};
+	const char *p = strrchr(stat, ')');
+	for (int i = 3; i < 52; i++) {
+		if (!p || !(p = strchr(p, ' ')))
+			return -EBADMSG;
+		p++;
+		if (i < 26 || (i > 28 && i < 45))
+			continue; /* not ours; some are signed */
+		char *end;
+		errno = 0;
+		f[i] = strtoull(p, &end, 10);
+		if (end == p || errno || (*end != ' ' && *end != '\n'))
+			return -EBADMSG;
+	}
+	/* Zero when the kernel hides them; an area out of order is no area. */
+	if (!f[48] || f[48] >= f[49] || f[50] > f[51])
+		return -EBADMSG;
+	*ret = (struct prctl_mm_map){.start_code = f[26],
+				     .end_code = f[27],
+				     .start_stack = f[28],
+				     .start_data = f[45],
+				     .end_data = f[46],
+				     .start_brk = f[47],
+				     .arg_start = f[48],
+				     .arg_end = f[49],
+				     .env_start = f[50],
+				     .env_end = f[51],
+				     .exe_fd = (uint32_t)-1};
+	return 0;
+}
+
+/* One block filled in two passes: the first (base NULL) only measures. */
+struct block {
+	char *base;
+	size_t used;
+};
+
+/* Room for len bytes aligned to align, src copied in; NULL while measuring. */
+static void *block_put(struct block *b, const void *src, size_t len, size_t align)
+{
+	size_t at = (b->used + align - 1) / align * align;
+	b->used = at + len;
+	if (!b->base)
+		return NULL;
+	if (src && len)
+		memcpy(b->base + at, src, len);
+	return b->base + at;
+}
+
+static const char *block_str(struct block *b, const char *s)
+{
+	return s ? block_put(b, s, strlen(s) + 1, 1) : NULL;
+}
+
+static struct spec *copy_spec_pass(struct block *b, const struct spec *src)
+{
+	size_t argc = 0;
+	while (src->argv && src->argv[argc])
+		argc++;
+	struct spec *dst = block_put(b, src, sizeof(*src), _Alignof(struct spec));
+	const char **argv = block_put(b, NULL, (argc + 1) * sizeof(*argv), _Alignof(char *));
+	struct volume *vols =
+	    block_put(b, src->volumes, src->nvolumes * sizeof(*vols), _Alignof(struct volume));
+	struct spec_file *files =
+	    block_put(b, src->files, src->nfiles * sizeof(*files), _Alignof(struct spec_file));
+	const char *workdir = block_str(b, src->workdir);
+	const char *rootfs = block_str(b, src->rootfs);
+	for (size_t i = 0; i < argc; i++) {
+		const char *a = block_str(b, src->argv[i]);
+		if (argv)
+			argv[i] = a;
+	}
+	for (size_t i = 0; i < src->nvolumes; i++) {
+		const char *host = block_str(b, src->volumes[i].host);
+		const char *target = block_str(b, src->volumes[i].target);
+		if (vols) {
+			vols[i].host = host;
+			vols[i].target = target;
+		}
+	}
+	for (size_t i = 0; i < src->nfiles; i++) {
+		const char *path = block_str(b, src->files[i].path);
+		const char *data = block_put(b, src->files[i].data, src->files[i].len, 1);
+		if (files) {
+			files[i].path = path;
+			files[i].data = data;
+		}
+	}
+	if (!dst)
+		return NULL;
+	argv[argc] = NULL;
+	dst->argv = src->argv ? argv : NULL;
+	dst->env = NULL; /* init takes its environment from ctx->envp */
+	dst->nenv = 0;
+	dst->volumes = vols;
+	dst->files = files;
+	dst->workdir = workdir;
+	dst->rootfs = rootfs;
+	return dst;
+}
+
+/*
+ * spec, copied into one block for init to read: the caller's strings may
+ * lie in our argv (the CLI's do), which init wipes first thing. Free it
+ * with free(); NULL when out of memory.
+ */
+static struct spec *copy_spec(const struct spec *src)
+{
+	struct block b = {0};
+	(void)copy_spec_pass(&b, src);
+	if (!(b.base = malloc(b.used)))
+		return NULL;
+	b.used = 0;
+	return copy_spec_pass(&b, src);
+}
+
 static int write_proc_file(pid_t pid, const char *file, const char *text)
 {
 	char path[64];
@@ -321,10 +448,17 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 {
 	char mnt[4096];
 	const char *run_dir = sandbox_run_dir();
+	/* init reads its own copy of the spec: see launch-internal.h */
+	_cleanup_free_ struct spec *init_spec = copy_spec(spec);
+	if (!init_spec)
+		return error_set(err, ENOMEM, "out of memory");
 	struct launch_ctx ctx = {
-	    .spec = spec, .mnt_dir = mnt, .rootfs_fd = -1, .control_fd = -1, .join = {.n = 0}};
+	    .spec = init_spec, .mnt_dir = mnt, .rootfs_fd = -1, .control_fd = -1, .join = {.n = 0}};
 	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1}, control[2] = {-1, -1};
-	int r;
+	int r = read_layout(&ctx.layout);
+	if (r < 0)
+		return error_set_errno(err, -r,
+				       "cannot find our argv and environ in /proc/self/stat");
 
 	struct sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
@@ -367,7 +501,7 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		}
 	}
 	for (size_t i = 0; i < spec->nvolumes; i++) {
-		r = prepare_volume(&spec->volumes[i], sb->ids.base + SANDBOX_UID,
+		r = prepare_volume(&init_spec->volumes[i], sb->ids.base + SANDBOX_UID,
 				   &ctx.volumes[ctx.nvolumes], err);
 		if (r < 0)
 			goto fail;

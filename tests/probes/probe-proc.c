@@ -75,6 +75,30 @@ void probe_F2(void)
 		obs("/proc/1/environ=readable(%d-foreign)", bad);
 	}
 
+	/*
+	 * init is a clone of the host process that started the sandbox, and
+	 * /proc/1/cmdline shows whatever lies where that process's argv was:
+	 * it must be init's own name and NULs, no host path.
+	 */
+	len = slurp("/proc/1/cmdline", buf, sizeof(buf));
+	if (len < 0) {
+		check(false, "/proc/1/cmdline=%s", errname((int)-len));
+	} else {
+		long end = len;
+		while (end > 0 && buf[end - 1] == '\0')
+			end--;
+		bool named = end == (long)strlen("agentbox-init") &&
+			     memcmp(buf, "agentbox-init", (size_t)end) == 0 && end < len;
+		for (size_t i = 0; i < opt.nsecret_paths; i++)
+			if (memmem(buf, (size_t)len, opt.secret_paths[i],
+				   strlen(opt.secret_paths[i])))
+				check(false, "init-cmdline-has:%.60s", opt.secret_paths[i]);
+		if (named)
+			obs("/proc/1/cmdline=agentbox-init");
+		else
+			check(false, "/proc/1/cmdline=%.60s", buf);
+	}
+
 	int pids = count_pids();
 	check(pids > 0 && pids <= 16, "pids=%d", pids);
 

@@ -41,8 +41,8 @@ static struct probe_result *cur; /* the running probe's result (shared) */
 static const struct probe probes[] = {
     {"F1", "ENOENT", "host secrets (k8s token, /root/.ssh, /etc/shadow, --secret-path) absent",
      probe_F1, PROBE_DEFAULT, 0},
-    {"F2", "clean", "environment, /proc/1/environ and /proc show only this sandbox", probe_F2,
-     PROBE_DEFAULT, 0},
+    {"F2", "clean", "environment, /proc/1/environ, cmdline and /proc show only this sandbox",
+     probe_F2, PROBE_DEFAULT, 0},
     {"F3", "clean",
      "mountinfo has no host mounts; every mount nosuid/nodev; no socket files under /", probe_F3,
      PROBE_DEFAULT, 120},
