@@ -43,6 +43,15 @@ static void remove_files(struct shim *s, pid_t pid)
 	}
 }
 
+/* Remove the files of p, and give their bytes back to the sandbox's output cap. */
+static void forget_files(struct shim *s, struct proc *p)
+{
+	uint64_t bytes = p->out.size + p->err.size;
+	s->output_bytes = s->output_bytes > bytes ? s->output_bytes - bytes : 0;
+	p->out.size = p->err.size = 0;
+	remove_files(s, p->pid);
+}
+
 struct proc *proc_find(struct shim *s, pid_t pid)
 {
 	for (struct proc *p = s->procs; p; p = p->next)
@@ -114,11 +123,18 @@ void proc_free_all(struct shim *s)
 	s->running = s->ended = 0;
 }
 
-/* Keep what fits under the cap; the rest only marks the stream truncated. */
-static void keep(struct proc *p, struct proc_stream *st, const char *buf, size_t n)
+/*
+ * Keep what fits under the caps (the stream's, and the sandbox's for all
+ * its output files); the rest only marks the stream truncated.
+ */
+static void keep(struct shim *s, struct proc *p, struct proc_stream *st, const char *buf, size_t n)
 {
-	size_t room = st->size < SHIM_OUTPUT_CAP ? (size_t)(SHIM_OUTPUT_CAP - st->size) : 0;
-	size_t k = n < room ? n : room;
+	uint64_t room = st->size < SHIM_OUTPUT_CAP ? SHIM_OUTPUT_CAP - st->size : 0;
+	uint64_t total_room =
+	    s->output_bytes < SHIM_OUTPUT_TOTAL_CAP ? SHIM_OUTPUT_TOTAL_CAP - s->output_bytes : 0;
+	if (room > total_room)
+		room = total_room;
+	size_t k = n < room ? n : (size_t)room;
 	if (k < n)
 		st->truncated = true;
 	if (k == 0 || st->file < 0)
@@ -131,6 +147,7 @@ static void keep(struct proc *p, struct proc_stream *st, const char *buf, size_t
 		return;
 	}
 	st->size += k;
+	s->output_bytes += k;
 	p->output_pending = true;
 }
 
@@ -149,7 +166,7 @@ static enum pump_result pump(struct shim *s, struct proc *p, struct proc_stream 
 			return PUMP_END;
 		ssize_t n = read(st->src.fd, buf, sizeof(buf));
 		if (n > 0) {
-			keep(p, st, buf, (size_t)n);
+			keep(s, p, st, buf, (size_t)n);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -193,7 +210,7 @@ static void retain(struct shim *s)
 				oldest = p;
 		if (!oldest)
 			return;
-		remove_files(s, oldest->pid);
+		forget_files(s, oldest);
 		drop(s, oldest);
 	}
 }
@@ -305,7 +322,7 @@ static void forget_pid(struct shim *s, pid_t pid)
 			mark_killed(old);
 		finish(s, old);
 	}
-	remove_files(s, pid);
+	forget_files(s, old);
 	drop(s, old);
 }
 

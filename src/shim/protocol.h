@@ -21,7 +21,9 @@
  *   shim.sock     the shim's SOCK_SEQPACKET listening socket
  *   shim.log      the shim's own complaints
  *   procs/<pid>.out, procs/<pid>.err   output of each process run by exec,
- *                 capped at SHIM_OUTPUT_CAP bytes each (then truncated)
+ *                 capped at SHIM_OUTPUT_CAP bytes each, and at
+ *                 SHIM_OUTPUT_TOTAL_CAP for all of them together (then
+ *                 truncated)
  *   procs/<pid>.json   written (atomically) when the process has ended:
  *                 {"pid", "command": [..], "exit_code", "signal",
  *                  "oom_killed", "timed_out", "duration_ms", "truncated",
@@ -123,10 +125,12 @@
 
 #include "core/layout.h"
 
-#define SHIM_MSG_MAX		(256 * 1024)
-#define SHIM_OUTPUT_CAP		(16ULL << 20) /* per process and stream */
-#define SHIM_PROCS_KEPT		64	      /* ended processes whose records stay */
-#define SHIM_RUNNING_MAX	64	      /* processes running at once by exec */
+#define SHIM_MSG_MAX	(256 * 1024)
+#define SHIM_OUTPUT_CAP (16ULL << 20) /* per process and stream */
+/* all the output files of one sandbox together (what its procs/ may hold on the host's disk) */
+#define SHIM_OUTPUT_TOTAL_CAP	(256ULL << 20)
+#define SHIM_PROCS_KEPT		64 /* ended processes whose records stay */
+#define SHIM_RUNNING_MAX	64 /* processes running at once by exec */
 #define SHIM_SOCKET		LAYOUT_SHIM_SOCK
 #define SHIM_LOCK_FD		3
 #define SHIM_READY_FD		4

@@ -52,7 +52,7 @@ struct proc_stream {
 	struct shim_source src; /* the pipe's read end (non-blocking) */
 	int file;		/* procs/<pid>.out or .err, -1 once closed */
 	uint64_t size;		/* bytes in the file */
-	bool truncated;		/* more came than SHIM_OUTPUT_CAP */
+	bool truncated;		/* more came than the caps let in */
 };
 
 enum proc_state {
@@ -115,6 +115,7 @@ struct shim {
 	size_t running, ended; /* records not PROC_ENDED, and those ended */
 	uint64_t end_seq;
 	struct proc *graveyard; /* dropped records, freed after the batch */
+	uint64_t output_bytes;	/* in procs/ now: at most SHIM_OUTPUT_TOTAL_CAP */
 	struct conn *conns;
 	size_t nconns;
 };
