@@ -37,4 +37,20 @@
 #define SPEC_DEFAULT_PATH      "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin"
 #define SPEC_DEFAULT_LANG      "C.UTF-8"
 
+/*
+ * The pids all sandboxes together may hold on a host whose pid_max is
+ * pid_max: all but a reserve for the host itself of a quarter of pid_max,
+ * and at least LIMITS_PIDS_HOST_RESERVE_MIN. The runtime puts it on the
+ * sandboxes' parent cgroup; the daemon takes it as the most one sandbox
+ * may ask for.
+ */
+#define LIMITS_PIDS_HOST_RESERVE_MIN 1024
+static inline unsigned long long limits_pids_total(unsigned long long pid_max)
+{
+	unsigned long long reserve = pid_max / 4;
+	if (reserve < LIMITS_PIDS_HOST_RESERVE_MIN)
+		reserve = LIMITS_PIDS_HOST_RESERVE_MIN;
+	return pid_max > reserve ? pid_max - reserve : 1;
+}
+
 #endif

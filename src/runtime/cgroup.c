@@ -6,6 +6,8 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/parse.h"
+#include "core/limits.h"
 #include "runtime/cgroup-internal.h"
 
 #include <dirent.h>
@@ -174,6 +176,29 @@ struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
 	return NULL;
 }
 
+uint64_t cgroup_pids_total_max(void)
+{
+	char buf[32];
+	uint64_t pid_max = 32768; /* the kernel's default, should /proc not say */
+	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/pid_max", buf, sizeof(buf)) > 0) {
+		buf[strcspn(buf, "\n")] = '\0';
+		(void)parse_u64(buf, &pid_max);
+	}
+	return limits_pids_total(pid_max);
+}
+
+/*
+ * Bound the pids of all sandboxes together: pids.max of the parent group
+ * in dirfd. Best effort (a group we may not write, as a fake tree in the
+ * unit tests, keeps what it has): the limit of each sandbox holds anyway.
+ */
+static void limit_all_pids(int dirfd)
+{
+	char value[32];
+	snprintf(value, sizeof(value), "%llu", (unsigned long long)cgroup_pids_total_max());
+	(void)write_file_at(dirfd, "pids.max", value);
+}
+
 static int root_open_v1(const struct proc_tables *t, struct cgroup_root **ret, struct error *err)
 {
 	struct cgroup_root *root = root_new(CGROUP_V1);
@@ -202,6 +227,7 @@ static int root_open_v1(const struct proc_tables *t, struct cgroup_root **ret, s
 		if (i == V1_MEMORY)
 			snprintf(root->describe, sizeof(root->describe), "v1 %s", path);
 	}
+	limit_all_pids(root->fds[V1_PIDS]);
 	*ret = root;
 	return 0;
 }
@@ -245,6 +271,8 @@ int cgroup_root_open_v2_at(const char *dir, bool fake_files, struct cgroup_root 
 				       "(is the subtree delegated?)",
 				       dir);
 	}
+	if (!fake_files)
+		limit_all_pids(root->fds[0]);
 	*ret = root;
 	return 0;
 }

@@ -65,8 +65,16 @@ struct cgroup_join {
 };
 
 /*
+ * The pids all sandboxes together may hold (pids.max of agentbox's parent
+ * group): core/limits.h's limits_pids_total() of this host's pid_max, so
+ * that no number of fork-bombing sandboxes can take the host's last pids.
+ */
+uint64_t cgroup_pids_total_max(void);
+
+/*
  * Find the hierarchy to use (AGENTBOX_CGROUP=v1|v2 forces one) and make
- * sure agentbox's parent group exists with the controllers enabled.
+ * sure agentbox's parent group exists with the controllers enabled and
+ * its pids.max at cgroup_pids_total_max().
  */
 int cgroup_root_open(struct cgroup_root **ret, struct error *err);
 
