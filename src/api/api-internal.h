@@ -109,6 +109,13 @@ int api_respond(struct api_call *c, int status, const char *content_type, struct
 /* A failed store call r (with se) as an API error: -ENOENT is not_found. */
 int api_store_error(struct api_call *c, int r, const struct error *se);
 
+/*
+ * The limits a request asks for, against what this host allows
+ * (ctx->host): 0, or -EINVAL with invalid_field naming the first over.
+ */
+int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
+			  uint64_t pids);
+
 /* A query flag: absent, 0, false (false) or 1, true (true); else invalid_field. */
 int api_query_flag(const struct api_query *q, const char *name, bool *ret, struct api_error *e);
 
@@ -139,10 +146,6 @@ int api_respond_json(struct api_call *c, int status, json_t *v);
 
 /* Replace ret's body with the error response of e. 0 or -ENOMEM. */
 int api_error_respond(const struct api_error *e, struct api_response *ret);
-
-/* An error response in the one shape (errors.h). 0 or -ENOMEM. */
-int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
-		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* A moment as the API shows it: "2024-05-01T12:00:00.123Z", or null for 0. */
 json_t *api_time_json(int64_t ms);

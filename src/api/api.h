@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A request body larger than this is refused with 413; the server stops
  * reading at API_BODY_MAX + 1 bytes and passes what it has. */
@@ -104,7 +105,37 @@ enum api_response_kind {
 	API_RESPONSE_FILE,	     /* fd: size bytes of a regular file from offset 0 */
 	API_RESPONSE_TASK_STREAM,    /* task: a task's logs or events as they come */
 	API_RESPONSE_PROCESS_STREAM, /* process: a process's output and exit as SSE */
+	API_RESPONSE_PIECES,	     /* pieces: a body of known length read as it is sent */
 };
+
+/*
+ * A body made of pieces, each text or bytes [off, off + len) of a file
+ * (a task's logs: the output files of its attempts, with the lines
+ * between them). The server reads it with api_pieces_read() into its own
+ * fixed buffer as the client takes it, so a body of any size costs no
+ * more memory than that buffer. Owns its fds.
+ */
+struct api_piece {
+	char text[96]; /* when fd is -1 */
+	int fd;
+	uint64_t off, len;
+};
+struct api_pieces {
+	uint64_t total; /* the sum of the pieces' len: the Content-Length */
+	size_t n;
+	struct api_piece piece[];
+};
+
+/*
+ * Copy up to max bytes of the body from position pos into buf. Returns
+ * the bytes copied (0 only at pos == total), or -EIO when a file turned
+ * out shorter than it was when the response was made: the server then
+ * ends the response with an error instead of sending less than it said.
+ */
+ssize_t api_pieces_read(const struct api_pieces *ps, uint64_t pos, char *buf, size_t max);
+
+/* Close the pieces' fds and free them; NULL is fine. */
+void api_pieces_free(struct api_pieces *ps);
 
 /* A task's stream: which one, and from where. */
 struct api_stream {
@@ -113,10 +144,16 @@ struct api_stream {
 	int64_t after_seq;	 /* events: the after= parameter, default 0 */
 };
 
-/* A process's output stream: fd is the shim's connection reporting it. */
+/*
+ * A process's output stream: fd is the shim's connection reporting it,
+ * a waiter of the fleet's (fleet_done() gives it back: whoever takes the
+ * fd calls done(fleet, id, fd) when finished with it).
+ */
 struct api_process_stream {
 	char id[SANDBOX_ID_SIZE]; /* the sandbox */
 	long pid;
+	const struct fleet_ops *ops;
+	struct fleet *fleet;
 };
 
 struct api_response {
@@ -132,6 +169,7 @@ struct api_response {
 	uint64_t size;		/* FILE */
 	struct api_stream task; /* TASK_STREAM */
 	struct api_process_stream process; /* PROCESS_STREAM */
+	struct api_pieces *pieces;	   /* PIECES: owned (take it: TAKE_PTR) */
 };
 
 /* Free the body, close the fd; the response can be reused. */
@@ -140,11 +178,31 @@ void api_response_release(struct api_response *r);
 /* The response's fd, now the caller's (-1 when it has none). */
 int api_response_take_fd(struct api_response *r);
 
+/*
+ * The most one sandbox or task may ask for on this host, whatever the
+ * request's own limits allow (SPEC_*_MAX): a request over one of them is
+ * 400 invalid_field naming it. The daemon sets them from the host's size
+ * (agentboxd --max-memory, --max-disk, --max-pids). 0 = no more than SPEC_*_MAX.
+ */
+struct api_host_limits {
+	uint64_t memory_bytes;
+	uint64_t disk_bytes;
+	uint64_t pids;
+};
+
 struct api_ctx {
 	struct store *store;
 	const char *state_dir;	 /* holds tasks/<id>/attempt-<N>/output */
 	const char *token;	 /* NULL: no auth (unix socket); else Bearer token required */
 	int64_t (*now_ms)(void); /* wall clock in ms; NULL = CLOCK_REALTIME */
+	const struct api_host_limits *host; /* NULL: none beyond SPEC_*_MAX */
+	/*
+	 * Called by a handler that is about to wait on a sandbox (a blocking
+	 * exec) and will make no more store calls: the server gives the
+	 * store back to its pool now, so that no store connection is held
+	 * while a command runs, and sets store to NULL. NULL = keep it.
+	 */
+	void (*store_release)(struct api_ctx *ctx);
 	/* The interactive sandboxes: NULL ops = none (their routes answer 500). */
 	const struct fleet_ops *fleet_ops;
 	struct fleet *fleet;
@@ -161,6 +219,17 @@ struct api_ctx {
  * be built (then *ret has status 500 and no body).
  */
 int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret);
+
+/*
+ * Would api_handle() let req past its auth check (the first it makes)?
+ * Needs only the request line and headers: the server asks it before
+ * reading a body, so that an unauthorized client gets its 401 at once.
+ */
+bool api_request_is_authorized(const struct api_ctx *ctx, const struct api_request *req);
+
+/* An error response in the one shape (errors.h), into ret. 0 or -ENOMEM. */
+int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* ---- routes ------------------------------------------------------------ */
 

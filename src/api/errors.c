@@ -37,6 +37,8 @@ static const struct {
     [API_ERR_NOT_A_FILE] = {"not_a_file", 400},
     [API_ERR_FILE_TOO_LARGE] = {"file_too_large", 413},
     [API_ERR_NO_SPACE] = {"no_space", 507},
+    [API_ERR_TOO_MANY_REQUESTS] = {"too_many_requests", 429},
+    [API_ERR_HOST_FULL] = {"host_full", 503},
 };
 
 const char *api_error_name(enum api_error_code code)

@@ -43,6 +43,8 @@ enum api_error_code {
 	API_ERR_NOT_A_FILE,	    /* 400: a directory, FIFO, device or socket */
 	API_ERR_FILE_TOO_LARGE,	    /* 413: past API_FILE_MAX */
 	API_ERR_NO_SPACE,	    /* 507: the sandbox's disk is full */
+	API_ERR_TOO_MANY_REQUESTS,  /* 429: as many requests wait as the daemon allows */
+	API_ERR_HOST_FULL,	    /* 503: the host holds as many sandboxes as it may */
 	API_ERR_COUNT
 };
 

@@ -30,13 +30,6 @@ int api_output_path(const char *state_dir, const char *id, uint32_t attempt, con
 	return layout_attempt_file(buf, size, state_dir, id, attempt, name);
 }
 
-/* One piece of the response: text, or bytes [off, off+len) of fd. */
-struct seg {
-	char text[48];
-	int fd; /* -1 for text */
-	uint64_t off, len;
-};
-
 /* Open attempt n's output; *ret_len is what may be shown of it. -1 if none. */
 static int open_output(int taskfd, uint32_t n, uint64_t *ret_len)
 {
@@ -60,57 +53,76 @@ static int open_output(int taskfd, uint32_t n, uint64_t *ret_len)
 	return fd;
 }
 
-static void close_segs(struct seg *segs, size_t n)
+void api_pieces_free(struct api_pieces *ps)
 {
-	for (size_t i = 0; i < n; i++)
-		if (segs[i].fd >= 0)
-			close(segs[i].fd);
+	if (!ps)
+		return;
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->piece[i].fd >= 0)
+			close(ps->piece[i].fd);
+	free(ps);
 }
 
-/* Concatenate segs, keeping the last API_LOGS_MAX bytes, into *ret. */
-static int assemble(struct seg *segs, size_t n, char **ret, size_t *ret_len)
+ssize_t api_pieces_read(const struct api_pieces *ps, uint64_t pos, char *buf, size_t max)
 {
-	uint64_t total = 0, skip = 0;
-	for (size_t i = 0; i < n; i++)
-		total += segs[i].len;
-	char notice[96] = "";
-	if (total > API_LOGS_MAX) {
-		skip = total - API_LOGS_MAX;
-		snprintf(notice, sizeof(notice),
-			 "[agentbox: output truncated: the first %llu bytes are not shown]\n",
-			 (unsigned long long)skip);
-	}
-	size_t nlen = strlen(notice), cap = nlen + (size_t)(total - skip);
-	char *out = malloc(cap + 1), *p = out;
-	if (!out)
-		return -ENOMEM;
-	memcpy(p, notice, nlen);
-	p += nlen;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t off = skip < segs[i].len ? skip : segs[i].len;
-		skip -= off;
-		uint64_t want = segs[i].len - off;
-		if (segs[i].fd < 0) {
-			memcpy(p, segs[i].text + off, (size_t)want);
-			p += want;
+	size_t done = 0;
+	for (size_t i = 0; i < ps->n && done < max; i++) {
+		const struct api_piece *p = &ps->piece[i];
+		if (pos >= p->len) {
+			pos -= p->len;
 			continue;
 		}
-		while (want > 0) { /* a file that shrank meanwhile just ends early */
-			ssize_t got =
-			    pread(segs[i].fd, p, (size_t)want, (off_t)(segs[i].off + off));
-			if (got < 0 && errno == EINTR)
-				continue;
+		size_t want = p->len - pos < max - done ? (size_t)(p->len - pos) : max - done;
+		if (p->fd < 0) {
+			memcpy(buf + done, p->text + pos, want);
+		} else {
+			ssize_t got;
+			do
+				got = pread(p->fd, buf + done, want, (off_t)(p->off + pos));
+			while (got < 0 && errno == EINTR);
 			if (got <= 0)
-				break;
-			p += got;
-			off += (uint64_t)got;
-			want -= (uint64_t)got;
+				return done ? (ssize_t)done : -EIO; /* the file shrank */
+			want = (size_t)got;
 		}
+		done += want;
+		pos = 0;
 	}
-	*p = '\0';
-	*ret = out;
-	*ret_len = (size_t)(p - out);
-	return 0;
+	return (ssize_t)done;
+}
+
+/*
+ * Keep the last API_LOGS_MAX bytes of ps: drop or shorten pieces from the
+ * front and put a notice first. ps has room for one more piece.
+ */
+static void keep_tail(struct api_pieces *ps)
+{
+	if (ps->total <= API_LOGS_MAX)
+		return;
+	uint64_t skip = ps->total - API_LOGS_MAX;
+	size_t first = 0;
+	for (uint64_t left = skip; first < ps->n; first++) {
+		struct api_piece *p = &ps->piece[first];
+		if (left < p->len) {
+			if (p->fd >= 0)
+				p->off += left;
+			else
+				memmove(p->text, p->text + left, (size_t)(p->len - left) + 1);
+			p->len -= left;
+			break;
+		}
+		left -= p->len;
+		if (p->fd >= 0)
+			close(p->fd);
+	}
+	memmove(&ps->piece[1], &ps->piece[first], (ps->n - first) * sizeof(ps->piece[0]));
+	ps->n = ps->n - first + 1;
+	struct api_piece *notice = &ps->piece[0];
+	*notice = (struct api_piece){.fd = -1};
+	snprintf(notice->text, sizeof(notice->text),
+		 "[agentbox: output truncated: the first %llu bytes are not shown]\n",
+		 (unsigned long long)skip);
+	notice->len = strlen(notice->text);
+	ps->total = API_LOGS_MAX + notice->len;
 }
 
 int api_task_logs(struct api_call *c)
@@ -136,18 +148,22 @@ int api_task_logs(struct api_call *c)
 	if (layout_task_dir(path, sizeof(path), c->ctx->state_dir, c->id) < 0)
 		return api_error_internal(c->err, ENAMETOOLONG, "logs: the state directory's path");
 	_cleanup_close_ int taskfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct seg segs[3 * TASK_MAX_ATTEMPTS_MAX];
-	size_t n = 0;
+	/* per attempt a marker and its output; one more for the notice of keep_tail() */
+	size_t cap = 2 * (size_t)attempts + 1;
+	struct api_pieces *ps = calloc(1, sizeof(*ps) + cap * sizeof(ps->piece[0]));
+	if (!ps)
+		return -ENOMEM;
 	char last = '\n'; /* the last byte so far */
 	for (uint32_t a = 1; a <= attempts; a++) {
 		uint64_t len = 0;
 		int fd = open_output(taskfd, a, &len);
 		if (attempts > 1) {
-			struct seg *s = &segs[n++];
-			s->fd = -1;
-			snprintf(s->text, sizeof(s->text), "%s[agentbox: attempt %u]\n",
+			struct api_piece *p = &ps->piece[ps->n++];
+			*p = (struct api_piece){.fd = -1};
+			snprintf(p->text, sizeof(p->text), "%s[agentbox: attempt %u]\n",
 				 last == '\n' ? "" : "\n", a);
-			s->len = strlen(s->text);
+			p->len = strlen(p->text);
+			ps->total += p->len;
 			last = '\n';
 		}
 		if (fd < 0)
@@ -158,13 +174,15 @@ int api_task_logs(struct api_call *c)
 			continue;
 		}
 		last = end;
-		segs[n++] = (struct seg){.fd = fd, .off = 0, .len = len};
+		ps->piece[ps->n++] = (struct api_piece){.fd = fd, .off = 0, .len = len};
+		ps->total += len;
 	}
-	struct buf b = {0};
-	r = assemble(segs, n, &b.data, &b.len);
-	close_segs(segs, n);
-	if (r < 0)
-		return r;
-	b.cap = b.len + 1;
-	return api_respond(c, 200, API_TEXT, &b);
+	keep_tail(ps);
+	api_response_release(c->res);
+	memset(c->res, 0, sizeof(*c->res));
+	c->res->status = 200;
+	c->res->content_type = API_TEXT;
+	c->res->kind = API_RESPONSE_PIECES;
+	c->res->pieces = ps;
+	return 0;
 }

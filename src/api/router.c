@@ -172,6 +172,12 @@ static bool bearer_matches(const char *token, const char *header)
 	return diff == 0;
 }
 
+bool api_request_is_authorized(const struct api_ctx *ctx, const struct api_request *req)
+{
+	return !ctx->token || path_is_public(req->path) ||
+	       bearer_matches(ctx->token, req->authorization);
+}
+
 /* Is the media type (before any ';') application/json? */
 static bool is_json_type(const char *ct)
 {
@@ -193,8 +199,7 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 {
 	const struct api_request *req = c->req;
 	api_route_match(req->method, req->path, m);
-	if (c->ctx->token && !path_is_public(req->path) &&
-	    !bearer_matches(c->ctx->token, req->authorization)) {
+	if (!api_request_is_authorized(c->ctx, req)) {
 		snprintf(c->res->www_authenticate, sizeof(c->res->www_authenticate), "Bearer");
 		return api_error_set(c->err, API_ERR_UNAUTHORIZED, NULL,
 				     "this API needs the header Authorization: Bearer <token>");
@@ -372,8 +377,16 @@ void api_response_release(struct api_response *r)
 	free(r->body);
 	r->body = NULL;
 	r->body_len = 0;
-	if (r->kind == API_RESPONSE_FILE || r->kind == API_RESPONSE_PROCESS_STREAM)
+	if (r->kind == API_RESPONSE_FILE)
 		CLOSE_FD(r->fd);
+	if (r->kind == API_RESPONSE_PIECES) {
+		api_pieces_free(r->pieces);
+		r->pieces = NULL;
+	}
+	if (r->kind == API_RESPONSE_PROCESS_STREAM && r->fd >= 0) {
+		r->process.ops->done(r->process.fleet, r->process.id, r->fd);
+		r->fd = -1;
+	}
 	r->kind = API_RESPONSE_BODY;
 }
 
@@ -403,6 +416,27 @@ int api_store_error(struct api_call *c, int r, const struct error *se)
 	if (r == -ENOENT)
 		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no task %s", c->id);
 	return api_error_internal(c->err, -r, se ? se->msg : NULL);
+}
+
+int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
+			  uint64_t pids)
+{
+	const struct api_host_limits *h = c->ctx->host;
+	if (!h)
+		return 0;
+	if (h->memory_bytes && memory_bytes > h->memory_bytes)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.memory_mb",
+				     "memory_mb is at most %llu on this host",
+				     (unsigned long long)(h->memory_bytes >> 20));
+	if (h->disk_bytes && disk_bytes > h->disk_bytes)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.disk_mb",
+				     "disk_mb is at most %llu on this host",
+				     (unsigned long long)(h->disk_bytes >> 20));
+	if (h->pids && pids > h->pids)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.pids",
+				     "pids is at most %llu on this host",
+				     (unsigned long long)h->pids);
+	return 0;
 }
 
 int api_healthz(struct api_call *c)

@@ -147,6 +147,8 @@ static int respond_process_stream(struct api_call *c, int fd, long pid)
 	c->res->kind = API_RESPONSE_PROCESS_STREAM;
 	c->res->fd = fd;
 	c->res->process.pid = pid;
+	c->res->process.ops = c->ctx->fleet_ops;
+	c->res->process.fleet = c->ctx->fleet;
 	snprintf(c->res->process.id, sizeof(c->res->process.id), "%s", c->id);
 	return 0;
 }
@@ -195,14 +197,17 @@ int api_sandbox_exec(struct api_call *c)
 	if (r < 0)
 		return api_fleet_error(c, r, &err, "exec");
 	if (background) {
-		close(fd);
+		ops->done(c->ctx->fleet, c->id, fd);
 		return api_respond_json(c, 202, json_pack("{s:I}", "pid", (json_int_t)pid));
 	}
 	if (follow)
 		return respond_process_stream(c, fd, pid);
+	/* the command may run for as long as it likes: hold nothing shared meanwhile */
+	if (c->ctx->store_release)
+		c->ctx->store_release(c->ctx);
 	json_t *exit = NULL;
 	r = ops->exec_wait(c->ctx->fleet, fd, &exit, &err);
-	close(fd);
+	ops->done(c->ctx->fleet, c->id, fd);
 	if (r < 0)
 		return api_fleet_error(c, r, &err, "exec");
 	json_t *result = exec_result(c, pid, exit);

@@ -93,6 +93,9 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		int r2 = buf_steal(&b, &sr.metadata_json, &n);
 		if (r == 0)
 			r = r2;
+		sr.memory_bytes = tr.memory_bytes;
+		sr.disk_bytes = tr.disk_bytes;
+		sr.pids = tr.pids;
 		sr.default_limits = tr.memory_bytes == SPEC_DEFAULT_MEMORY &&
 				    tr.cpu_milli == SPEC_DEFAULT_CPU_MILLI &&
 				    tr.pids == SPEC_DEFAULT_PIDS &&

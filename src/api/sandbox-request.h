@@ -32,6 +32,7 @@ struct sandbox_request {
 	char *metadata_json; /* canonical object, "{}" when absent */
 	int64_t timeout_ms;
 	bool default_limits; /* limits are all defaults: a pooled sandbox fits */
+	uint64_t memory_bytes, disk_bytes, pids; /* the limits, defaulted */
 };
 
 int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *ret,

@@ -81,6 +81,10 @@ int api_fleet_error(struct api_call *c, int r, const struct error *err, const ch
 	case -ECHILD:
 		return api_error_set(c->err, API_ERR_SANDBOX_FAILED, NULL,
 				     "the sandbox could not be built: %s", err->msg);
+	case -EUSERS:
+		return api_error_set(c->err, API_ERR_TOO_MANY_REQUESTS, NULL, "%s", err->msg);
+	case -EDQUOT:
+		return api_error_set(c->err, API_ERR_HOST_FULL, NULL, "%s", err->msg);
 	default:
 		return api_error_internal(c->err, -r, err->msg);
 	}
@@ -219,6 +223,10 @@ int api_sandboxes_create(struct api_call *c)
 	int r = sandbox_request_parse(c->req->body, c->req->body_len, &sr, c->err);
 	if (r < 0)
 		return r;
+	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, sr.pids)) < 0) {
+		sandbox_request_release(&sr);
+		return r;
+	}
 	const struct fleet_ops *ops = api_fleet(c);
 	if (!ops) {
 		sandbox_request_release(&sr);
@@ -227,7 +235,8 @@ int api_sandboxes_create(struct api_call *c)
 	struct fleet_spec spec = {.spec_json = sr.spec_json,
 				  .metadata_json = sr.metadata_json,
 				  .timeout_ms = sr.timeout_ms,
-				  .default_limits = sr.default_limits};
+				  .default_limits = sr.default_limits,
+				  .memory_bytes = sr.memory_bytes};
 	struct sandbox_record s = {0};
 	struct error err = {0};
 	r = ops->create(c->ctx->fleet, c->ctx->store, &spec, c->now, &s, &err);

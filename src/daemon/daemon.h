@@ -25,7 +25,26 @@
 #define DAEMON_SOCKET_DEFAULT	 "/run/agentbox/agentbox.sock"
 #define DAEMON_STATE_DIR_DEFAULT "/var/lib/agentbox"
 #define DAEMON_POOL_SIZE	 8
+#define DAEMON_SANDBOXES_MAX	 1024 /* interactive sandboxes at once, by default */
 #define DAEMON_CONNECTIONS_MAX	 256
+
+/*
+ * What one client may hold (server.c). libmicrohttpd's timeouts count the
+ * seconds since a byte last moved on the connection, not a deadline.
+ *
+ * HEADER: a connection waiting for a request's header (a new one, or a
+ * kept-alive one between requests) is closed after this many seconds
+ * without a byte; the header itself is bounded by libmicrohttpd's
+ * connection memory (32 KiB).
+ * IDLE: once the header is in, while the body arrives or a response
+ * (a JSON body, a file) leaves. A handler at work (a blocking exec) and
+ * a stream (logs -f, events, a process's output: they end when their
+ * task or process does) are never timed out.
+ */
+#define DAEMON_HEADER_TIMEOUT_S 10
+#define DAEMON_IDLE_TIMEOUT_S	60
+/* Connections one address may hold on the TCP listener (the unix socket: no limit). */
+#define DAEMON_TCP_PER_ADDRESS_MAX 64
 
 struct daemon_config {
 	const char *socket_path;
@@ -34,7 +53,10 @@ struct daemon_config {
 	const char *supervisor_path;
 	const char *shim_path;
 	unsigned max_running;
-	unsigned pool_size; /* warm sandboxes kept ready */
+	unsigned pool_size;	     /* warm sandboxes kept ready */
+	struct api_host_limits host; /* the most one sandbox or task may ask for */
+	unsigned sandboxes_max;	     /* handed out at once; 0 = DAEMON_SANDBOXES_MAX */
+	uint64_t sandbox_memory_max; /* their memory limits together; 0 = twice the host's */
 };
 
 struct store_pool {

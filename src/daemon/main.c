@@ -24,6 +24,7 @@
 #include "base/fileio.h"
 #include "base/parse.h"
 #include "core/layout.h"
+#include "core/limits.h"
 #include "sched/sched.h"
 
 #include <errno.h>
@@ -62,6 +63,15 @@ static const char usage_text[] =
     "                     (default 16)\n"
     "  --pool N           interactive sandboxes kept ready with the default limits\n"
     "                     (default 2 per CPU, at most 64; 0 = none)\n"
+    "  --max-memory MB    the most memory one sandbox or task may ask for\n"
+    "                     (default: the host's memory)\n"
+    "  --max-disk MB      the most disk (its tmpfs) one may ask for (default: the\n"
+    "                     host's memory, which a tmpfs uses)\n"
+    "  --max-pids N       the most pids one may ask for (default: what all\n"
+    "                     sandboxes together may hold, pid_max less a reserve)\n"
+    "  --max-sandboxes N  interactive sandboxes at once (default 1024); more: 503\n"
+    "  --max-sandbox-memory MB  their memory limits added up (default: twice the\n"
+    "                     host's memory, as limits are ceilings); more: 503\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
     "  --print-token      print the TCP token (made at first start) and exit\n"
@@ -144,6 +154,11 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"supervisor", required_argument, NULL, 'x'},
 	    {"shim", required_argument, NULL, 'y'},
 	    {"pool", required_argument, NULL, 'P'},
+	    {"max-memory", required_argument, NULL, 'M'},
+	    {"max-disk", required_argument, NULL, 'D'},
+	    {"max-pids", required_argument, NULL, 'I'},
+	    {"max-sandboxes", required_argument, NULL, 'S'},
+	    {"max-sandbox-memory", required_argument, NULL, 'T'},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -179,6 +194,44 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 		case 'p':
 			*print_token = true;
 			break;
+		case 'M':
+		case 'D':
+			if (parse_u64(optarg, &v) < 0 || v < 1 || v > (SPEC_MEMORY_MAX >> 20)) {
+				fprintf(stderr, "agentboxd: --max-%s: '%s' is not 1..%llu (MiB)\n",
+					opt == 'M' ? "memory" : "disk", optarg,
+					(unsigned long long)(SPEC_MEMORY_MAX >> 20));
+				return 2;
+			}
+			*(opt == 'M' ? &d->cfg.host.memory_bytes : &d->cfg.host.disk_bytes) = v
+											      << 20;
+			break;
+		case 'S':
+			if (parse_u64(optarg, &v) < 0 || v < 1 || v > 1000000) {
+				fprintf(stderr,
+					"agentboxd: --max-sandboxes: '%s' is not 1..1000000\n",
+					optarg);
+				return 2;
+			}
+			d->cfg.sandboxes_max = (unsigned)v;
+			break;
+		case 'T':
+			if (parse_u64(optarg, &v) < 0 || v < 1 || v > (UINT64_MAX >> 21)) {
+				fprintf(stderr,
+					"agentboxd: --max-sandbox-memory: '%s' is not a "
+					"number of MiB\n",
+					optarg);
+				return 2;
+			}
+			d->cfg.sandbox_memory_max = v << 20;
+			break;
+		case 'I':
+			if (parse_u64(optarg, &v) < 0 || v < 1 || v > SPEC_PIDS_MAX) {
+				fprintf(stderr, "agentboxd: --max-pids: '%s' is not 1..%llu\n",
+					optarg, (unsigned long long)SPEC_PIDS_MAX);
+				return 2;
+			}
+			d->cfg.host.pids = v;
+			break;
 		case 'm':
 			if (parse_u64(optarg, &v) < 0 || v < 1 || v > SCHED_MAX_RUNNING_MAX) {
 				fprintf(stderr, "agentboxd: --max-running: '%s' is not 1..%d\n",
@@ -203,6 +256,53 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	if (d->cfg.state_dir[0] != '/')
 		return fprintf(stderr, "agentboxd: --state-dir must be absolute\n"), 2;
 	return -1;
+}
+
+/*
+ * What one sandbox may ask for, where no option said: the host's memory
+ * (for the tmpfs disk too: its pages are memory), and the pids that all
+ * sandboxes together may hold (core/limits.h).
+ */
+static void default_host_limits(struct api_host_limits *h, uint64_t *ret_host_memory)
+{
+	char buf[4096];
+	uint64_t mem_kib = 0, pid_max = 32768;
+	ssize_t n = read_file_at(AT_FDCWD, "/proc/meminfo", buf, sizeof(buf));
+	const char *line = n > 0 ? memmem(buf, (size_t)n, "MemTotal:", 9) : NULL;
+	if (line) { /* "MemTotal:       24522520 kB" */
+		const char *p = line + 9, *end = buf + n;
+		while (p < end && *p == ' ')
+			p++;
+		char num[24];
+		size_t len = 0;
+		while (p + len < end && len < sizeof(num) - 1 && p[len] >= '0' && p[len] <= '9')
+			len++;
+		memcpy(num, p, len);
+		num[len] = '\0';
+		if (parse_u64(num, &mem_kib) < 0)
+			mem_kib = 0;
+	}
+	n = read_file_at(AT_FDCWD, "/proc/sys/kernel/pid_max", buf, 32);
+	if (n > 0) {
+		buf[strcspn(buf, "\n")] = '\0';
+		(void)parse_u64(buf, &pid_max);
+	}
+	if (!h->memory_bytes && mem_kib)
+		h->memory_bytes = mem_kib << 10;
+	if (!h->disk_bytes && mem_kib)
+		h->disk_bytes = mem_kib << 10;
+	if (!h->pids)
+		h->pids = limits_pids_total(pid_max);
+	*ret_host_memory = mem_kib << 10;
+}
+
+/* The totals of the fleet's admission, where no option said. */
+static void default_admission(struct daemon_config *cfg, uint64_t host_memory)
+{
+	if (!cfg->sandboxes_max)
+		cfg->sandboxes_max = DAEMON_SANDBOXES_MAX;
+	if (!cfg->sandbox_memory_max)
+		cfg->sandbox_memory_max = 2 * host_memory; /* 0 when unknown: no bound */
 }
 
 /* Root, and the helper binaries we start. 0, or the exit status. */
@@ -316,6 +416,8 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 				  .db_path = d->db_path,
 				  .default_spec_json = run->default_spec,
 				  .pool_size = d->cfg.pool_size,
+				  .sandboxes_max = d->cfg.sandboxes_max,
+				  .memory_max = d->cfg.sandbox_memory_max,
 				  .log = log_line};
 	if ((r = fleet_new(&fc, &d->fleet, err)) < 0)
 		return r;
@@ -401,6 +503,9 @@ int main(int argc, char **argv)
 	}
 	if ((status = check_host(&d)) != 0)
 		return status;
+	uint64_t host_memory;
+	default_host_limits(&d.cfg.host, &host_memory);
+	default_admission(&d.cfg, host_memory);
 	prepare_process();
 
 	struct run run = {.state_lock = -1};

@@ -178,7 +178,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void sse_free(void *cls)
 {
 	struct sse *s = cls;
-	CLOSE_FD(s->shim_fd);
+	fleet_done(s->d->fleet, s->id, s->shim_fd); /* closes it, and frees its waiter */
 	CLOSE_FD(s->out_fd);
 	CLOSE_FD(s->err_fd);
 	json_decref(s->exit);
@@ -191,7 +191,7 @@ enum MHD_Result process_stream_start(struct daemon *d, struct MHD_Connection *c,
 {
 	struct sse *s = calloc(1, sizeof(*s));
 	if (!s) {
-		close(shim_fd);
+		fleet_done(d->fleet, id, shim_fd);
 		return MHD_NO;
 	}
 	*s = (struct sse){.d = d,

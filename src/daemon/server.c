@@ -4,6 +4,12 @@
  * stream (stream.c, process-stream.c). A body that must not be held in
  * memory (PUT .../files) goes to the API's upload as it arrives; the API
  * checks it before the first byte is read.
+ *
+ * Before any body (the first call of on_request(), once the header is
+ * in): a request whose framing could be read two ways is refused (400),
+ * and on TCP one that the API's auth refuses is answered 401 at once, so
+ * neither gets "100 Continue" nor has its body read. The timeouts of
+ * daemon.h are set per connection as a request moves on.
  */
 #include "base/fileio.h"
 #include "daemon/daemon.h"
@@ -16,7 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+/* Bytes a file download reads at a time. */
+#define SERVER_FILE_BLOCK (64u * 1024)
 
 struct listener {
 	struct daemon *d;
@@ -91,13 +102,26 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
 	return MHD_YES;
 }
 
-/* Send r's body. */
-static enum MHD_Result send_body(struct MHD_Connection *c, const struct api_response *r)
+/*
+ * libmicrohttpd times a connection out when no byte has moved for this
+ * many seconds, counting the time a response's callback blocks; 0 stops
+ * the clock, and a timeout set after 0 counts from now. Queueing a
+ * response restarts the clock too, so a handler's time is never idle.
+ */
+static void set_timeout(struct MHD_Connection *c, unsigned seconds)
+{
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/* Send r's body; last: close the connection after it (nothing more is read). */
+static enum MHD_Result send_body(struct MHD_Connection *c, const struct api_response *r, bool last)
 {
 	struct MHD_Response *resp =
 	    MHD_create_response_from_buffer(r->body_len, r->body, MHD_RESPMEM_MUST_COPY);
 	if (!resp)
 		return MHD_NO;
+	if (last)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	if (r->content_type)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
 	if (r->allow[0])
@@ -110,13 +134,54 @@ static enum MHD_Result send_body(struct MHD_Connection *c, const struct api_resp
 	return ok;
 }
 
-/* Send a file: size bytes of fd (taken), which MHD reads and closes. */
+/* A file being sent: size bytes of fd, as they were when the API opened it. */
+struct file_send {
+	int fd;
+	uint64_t size;
+};
+
+/*
+ * The bytes from pos on. A file that ends before its size (truncated
+ * while it is sent) ends the response with an error: libmicrohttpd then
+ * closes the connection, and the client sees a body shorter than its
+ * Content-Length. Never 0, which libmicrohttpd would ask again at once.
+ */
+static ssize_t file_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct file_send *f = cls;
+	if (pos >= f->size)
+		return MHD_CONTENT_READER_END_WITH_ERROR; /* MHD stops at size itself */
+	size_t want = max; /* at most SERVER_FILE_BLOCK: the response's buffer */
+	if (want > f->size - pos)
+		want = (size_t)(f->size - pos);
+	ssize_t n;
+	do
+		n = pread(f->fd, buf, want, (off_t)pos);
+	while (n < 0 && errno == EINTR);
+	return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void file_free(void *cls)
+{
+	struct file_send *f = cls;
+	close(f->fd);
+	free(f);
+}
+
+/* Send a file: size bytes of fd (taken), read as the client takes them. */
 static enum MHD_Result send_file(struct MHD_Connection *c, int status, const char *content_type,
 				 int fd, uint64_t size)
 {
-	struct MHD_Response *mr = MHD_create_response_from_fd(size, fd);
-	if (!mr) {
+	struct file_send *f = malloc(sizeof(*f));
+	if (!f) {
 		close(fd);
+		return MHD_NO;
+	}
+	*f = (struct file_send){.fd = fd, .size = size};
+	struct MHD_Response *mr =
+	    MHD_create_response_from_callback(size, SERVER_FILE_BLOCK, file_read, f, file_free);
+	if (!mr) {
+		file_free(f);
 		return MHD_NO;
 	}
 	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
@@ -125,23 +190,127 @@ static enum MHD_Result send_file(struct MHD_Connection *c, int status, const cha
 	return ok;
 }
 
-/* Serve r (its fd, if any, is taken): a body, a file, or a stream. */
+/* A body in pieces (a task's logs), read into libmicrohttpd's buffer as it is sent. */
+static ssize_t pieces_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	ssize_t n = api_pieces_read(cls, pos, buf, max);
+	/* a file that shrank: end with an error, never promise bytes that do not come */
+	return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void pieces_free(void *cls)
+{
+	api_pieces_free(cls);
+}
+
+/* Send the pieces ps (taken): their total, with a fixed buffer. */
+static enum MHD_Result send_pieces(struct MHD_Connection *c, int status, const char *content_type,
+				   struct api_pieces *ps)
+{
+	struct MHD_Response *mr = MHD_create_response_from_callback(ps->total, SERVER_FILE_BLOCK,
+								    pieces_read, ps, pieces_free);
+	if (!mr) {
+		api_pieces_free(ps);
+		return MHD_NO;
+	}
+	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, mr);
+	MHD_destroy_response(mr);
+	return ok;
+}
+
+/*
+ * Serve r (its fd, if any, is taken): a body, a file, or a stream. A
+ * stream waits for its task or process in its callback, and ends with
+ * it: it runs without a timeout.
+ */
 static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
 {
 	if (r->log[0])
 		fprintf(stderr, "agentboxd: %d: %s\n", r->status, r->log);
 	switch (r->kind) {
 	case API_RESPONSE_TASK_STREAM:
+		set_timeout(c, 0);
 		return stream_start(d, c, &r->task);
 	case API_RESPONSE_PROCESS_STREAM:
+		set_timeout(c, 0);
 		return process_stream_start(d, c, r->process.id, api_response_take_fd(r),
 					    r->process.pid);
 	case API_RESPONSE_FILE:
 		return send_file(c, r->status, r->content_type, api_response_take_fd(r), r->size);
+	case API_RESPONSE_PIECES:
+		return send_pieces(c, r->status, r->content_type, TAKE_PTR(r->pieces));
 	case API_RESPONSE_BODY:
 	default:
-		return send_body(c, r);
+		return send_body(c, r, false);
 	}
+}
+
+/* What the framing headers of a request say (framing_header()). */
+struct framing {
+	unsigned content_length;    /* how many Content-Length headers */
+	unsigned transfer_encoding; /* how many Transfer-Encoding headers */
+	bool bad_name;		    /* a name that is not a token: "Transfer-Encoding " */
+	bool not_chunked;	    /* a Transfer-Encoding other than "chunked" */
+};
+
+/* RFC 9110's tchar: what a header name is made of. */
+static bool is_tchar(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static bool is_named(const char *key, size_t key_size, const char *name)
+{
+	return key_size == strlen(name) && strncasecmp(key, name, key_size) == 0;
+}
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	struct framing *f = cls;
+	bool token = key_size > 0;
+	for (size_t i = 0; i < key_size; i++)
+		token = token && is_tchar((unsigned char)key[i]);
+	if (!token) {
+		f->bad_name = true;
+	} else if (is_named(key, key_size, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+		f->content_length++;
+	} else if (is_named(key, key_size, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+		f->transfer_encoding++;
+		while (value_size &&
+		       (value[value_size - 1] == ' ' || value[value_size - 1] == '\t'))
+			value_size--;
+		if (!value || !is_named(value, value_size, "chunked"))
+			f->not_chunked = true;
+	}
+	return MHD_YES;
+}
+
+/*
+ * Why the request's framing is ambiguous, or NULL. libmicrohttpd 0.9.75
+ * takes the first of two Content-Lengths, keeps "Transfer-Encoding :"
+ * as a header named "Transfer-Encoding " (and ignores it), and takes
+ * Content-Length with chunked as chunked; a proxy in front may read any
+ * of these another way (request smuggling). RFC 9112 has them refused.
+ */
+static const char *framing_fault(struct MHD_Connection *c)
+{
+	struct framing f = {0};
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, framing_header, &f);
+	if (f.bad_name)
+		return "a header name is not a token (a space before its colon?)";
+	if (f.content_length > 1)
+		return "Content-Length is sent more than once";
+	if (f.transfer_encoding > 1)
+		return "Transfer-Encoding is sent more than once";
+	if (f.transfer_encoding && f.content_length)
+		return "Content-Length and Transfer-Encoding are both sent";
+	if (f.not_chunked)
+		return "the one Transfer-Encoding taken is chunked";
+	return NULL;
 }
 
 /* The request's line, query and headers for the API (no body); q holds the query. */
@@ -159,18 +328,61 @@ static void read_request(struct MHD_Connection *c, const char *url, const char *
 	};
 }
 
+/* A handler is about to wait on a sandbox: its store goes back to the pool now. */
+static void release_store(struct api_ctx *ctx)
+{
+	struct daemon *d = ctx->hook_data;
+	if (ctx->store)
+		store_pool_put(&d->pool, ctx->store);
+	ctx->store = NULL;
+}
+
 static void make_ctx(struct listener *l, struct api_ctx *ctx)
 {
 	*ctx = (struct api_ctx){
 	    .state_dir = l->d->cfg.state_dir,
 	    .token = l->token,
 	    .now_ms = wall_clock_ms,
+	    .host = &l->d->cfg.host,
+	    .store_release = release_store,
 	    .fleet_ops = &fleet_shim_ops,
 	    .fleet = l->d->fleet,
 	    .task_submitted = on_task_submitted,
 	    .task_cancel_requested = on_cancel_requested,
 	    .hook_data = l->d,
 	};
+}
+
+/*
+ * The first call, once the header is in and before any body: refuse an
+ * ambiguous framing (400) and, on TCP, a request the API's auth refuses
+ * (401). Answered now, libmicrohttpd sends no "100 Continue", reads no
+ * body and closes the connection after the answer. False: go on.
+ */
+static bool refuse_early(struct listener *l, struct MHD_Connection *c, const char *url,
+			 const char *method, enum MHD_Result *ret)
+{
+	struct api_response resp = {0};
+	const char *fault = framing_fault(c);
+	if (fault) {
+		if (api_error_response(&resp, API_ERR_INVALID_FIELD, "headers", "%s", fault) < 0)
+			resp.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+	} else if (l->token) {
+		struct query_buf q = {.len = 0};
+		struct api_request req;
+		struct api_ctx ctx;
+		read_request(c, url, method, &q, &req);
+		make_ctx(l, &ctx);
+		if (api_request_is_authorized(&ctx, &req))
+			return false;
+		/* the API's own answer: no store is needed to refuse */
+		(void)api_handle(&ctx, &req, &resp);
+	} else {
+		return false;
+	}
+	*ret = send_body(c, &resp, true);
+	api_response_release(&resp);
+	return true;
 }
 
 /*
@@ -187,9 +399,11 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 		return MHD_YES; /* answered (404/405) once the body is in */
 	struct api_ctx ctx;
 	make_ctx(l, &ctx);
+	set_timeout(c, 0); /* the sandbox opens the file, and no response restarts the clock */
 	ctx.store = store_pool_get(&l->d->pool);
 	rs->upload = api_upload_begin(&ctx, &req);
 	store_pool_put(&l->d->pool, ctx.store);
+	set_timeout(c, DAEMON_IDLE_TIMEOUT_S);
 	return rs->upload ? MHD_YES : MHD_NO;
 }
 
@@ -203,11 +417,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct api_response resp = {0};
 	enum MHD_Result ok;
 	if (!rs) {
+		if (refuse_early(l, c, url, method, &ok))
+			return ok;
 		rs = calloc(1, sizeof(*rs));
 		*con_cls = rs;
-		if (rs && strcmp(method, "PUT") == 0)
+		if (!rs)
+			return MHD_NO;
+		set_timeout(c, DAEMON_IDLE_TIMEOUT_S); /* the header is in: the body may come */
+		if (strcmp(method, "PUT") == 0)
 			return begin_upload(l, c, url, method, rs);
-		return rs ? MHD_YES : MHD_NO;
+		return MHD_YES;
 	}
 	if (rs->upload) {
 		if (*upload_data_size) {
@@ -245,7 +464,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	make_ctx(l, &ctx);
 	ctx.store = store_pool_get(&l->d->pool);
 	(void)api_handle(&ctx, &req, &resp);
-	store_pool_put(&l->d->pool, ctx.store);
+	release_store(&ctx); /* unless the handler gave it back already */
 	ok = serve(l->d, c, &resp);
 	api_response_release(&resp);
 	return ok;
@@ -255,9 +474,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
-	(void)c;
 	(void)toe;
 	struct request_state *rs = *con_cls;
+	set_timeout(c, DAEMON_HEADER_TIMEOUT_S); /* kept alive: the next header, or close */
 	if (rs) {
 		api_upload_free(rs->upload);
 		free(rs->body);
@@ -273,12 +492,19 @@ int server_start(struct daemon *d, int listen_fd, const char *token, struct list
 	if (!l)
 		return error_set(err, ENOMEM, "out of memory");
 	*l = (struct listener){.d = d, .token = token};
-	l->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-				      MHD_USE_POLL | MHD_USE_ERROR_LOG,
-				  0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
-				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)DAEMON_CONNECTIONS_MAX,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600, MHD_OPTION_END);
+	/* TCP: a per-address limit (0: none; a unix socket's peers have no address) */
+	struct sockaddr_storage ss = {0};
+	socklen_t len = sizeof(ss);
+	bool tcp = getsockname(listen_fd, (struct sockaddr *)&ss, &len) == 0 &&
+		   (ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+	l->mhd = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+		MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)DAEMON_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+	    (unsigned)(tcp ? DAEMON_TCP_PER_ADDRESS_MAX : 0), MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)DAEMON_HEADER_TIMEOUT_S, MHD_OPTION_END);
 	if (!l->mhd) {
 		free(l);
 		return error_set(err, EIO, "cannot start the HTTP server");

@@ -13,9 +13,16 @@
 
 struct member {
 	char id[SANDBOX_ID_SIZE];
-	int lock_fd; /* a second open of <dir>/lock: free once the shim is gone */
-	bool pooled; /* in the pool, not handed out yet */
-	bool ending; /* a delete is waiting for it: the keeper leaves it alone */
+	int lock_fd;	 /* a second open of <dir>/lock: free once the shim is gone */
+	bool pooled;	 /* in the pool, not handed out yet */
+	bool ending;	 /* a delete is waiting for it: the keeper leaves it alone */
+	uint64_t memory; /* its memory limit (admission) */
+};
+
+/* The waiters (fleet.h) of one sandbox, by id: members come and go, these last. */
+struct waiters {
+	char id[SANDBOX_ID_SIZE];
+	unsigned n;
 };
 
 struct fleet {
@@ -24,6 +31,11 @@ struct fleet {
 	pthread_cond_t changed; /* a member went away */
 	struct member *m;
 	size_t n, cap;
+	unsigned admitting;	   /* creates admitted, their member not added yet */
+	uint64_t admitting_memory; /* their memory */
+	unsigned waiters;	   /* in all */
+	struct waiters *w;	   /* per sandbox, only those with any */
+	size_t nw, capw;
 	pthread_t keeper;
 	bool keeper_started;
 	volatile int stopping;
@@ -38,8 +50,12 @@ void fleet_log(struct fleet *f, const char *fmt, ...) __attribute__((format(prin
 /* The directory of sandbox id (core/layout.h). 0 or -ENAMETOOLONG. */
 int fleet_dir(const struct fleet *f, const char *id, char *buf, size_t size);
 
-/* Watch the shim of id, whose lock lock_fd opened (taken). 0 or -ENOMEM. */
-int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled);
+/*
+ * Watch the shim of id, whose lock lock_fd opened (taken), with the
+ * memory limit of spec_json (admission). 0 or -ENOMEM.
+ */
+int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled,
+		     const char *spec_json);
 /* With f->lock held: the member for id, or NULL. */
 struct member *fleet_find_member(struct fleet *f, const char *id);
 /* With f->lock held: forget m (closes its lock fd). */

@@ -96,8 +96,53 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 	return fleet_tell(f, id, "expire", expires, 5000, err);
 }
 
-int fleet_create(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
-		 struct sandbox_record *ret, struct error *err)
+/*
+ * Admit one more sandbox of memory bytes, if the host may hold it: it is
+ * counted as admitted until admit_end(), so that creates at once cannot
+ * all pass the same check. 0 or -EDQUOT with err.
+ */
+static int admit(struct fleet *f, uint64_t memory, struct error *err)
+{
+	unsigned n = 0;
+	uint64_t sum = 0;
+	int r = 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->n; i++)
+		if (!f->m[i].pooled) {
+			n++;
+			sum += f->m[i].memory;
+		}
+	n += f->admitting;
+	sum += f->admitting_memory;
+	if (f->cfg.sandboxes_max && n + 1 > f->cfg.sandboxes_max)
+		r = error_set(err, EDQUOT, "this host holds %u sandboxes, as many as it may",
+			      f->cfg.sandboxes_max);
+	else if (f->cfg.memory_max && sum + memory > f->cfg.memory_max)
+		r = error_set(err, EDQUOT,
+			      "the sandboxes of this host have %llu of their %llu MiB of memory "
+			      "already; %llu more do not fit",
+			      (unsigned long long)(sum >> 20),
+			      (unsigned long long)(f->cfg.memory_max >> 20),
+			      (unsigned long long)(memory >> 20));
+	if (r == 0) {
+		f->admitting++;
+		f->admitting_memory += memory;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+static void admit_end(struct fleet *f, uint64_t memory)
+{
+	pthread_mutex_lock(&f->lock);
+	f->admitting--;
+	f->admitting_memory -= memory;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* As fleet_create(), once admitted. */
+static int create(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
+		  struct sandbox_record *ret, struct error *err)
 {
 	char id[SANDBOX_ID_SIZE];
 	int r;
@@ -130,6 +175,17 @@ int fleet_create(struct fleet *f, struct store *st, const struct fleet_spec *spe
 		return -ECHILD;
 	}
 	return fleet_get_live(f, st, s.id, false, ret, err);
+}
+
+int fleet_create(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
+		 struct sandbox_record *ret, struct error *err)
+{
+	int r = admit(f, spec->memory_bytes, err);
+	if (r < 0)
+		return r;
+	r = create(f, st, spec, now, ret, err);
+	admit_end(f, spec->memory_bytes);
+	return r;
 }
 
 int fleet_delete(struct fleet *f, struct store *st, const char *id, struct error *err)

@@ -181,6 +181,7 @@ void fleet_free(struct fleet *f)
 	for (size_t i = 0; i < f->n; i++)
 		CLOSE_FD(f->m[i].lock_fd);
 	free(f->m);
+	free(f->w);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->changed);
 	free(f);
@@ -192,6 +193,7 @@ struct found {
 	char (*ids)[SANDBOX_ID_SIZE];
 	int64_t *expires;
 	bool *pooled;
+	char **specs;
 	size_t n, cap;
 };
 
@@ -209,13 +211,18 @@ static int found_one(const struct sandbox_record *s, void *data)
 		void *c = realloc(fo->pooled, cap * sizeof(*fo->pooled));
 		if (c)
 			fo->pooled = c;
-		if (!a || !b || !c)
+		void *d = realloc(fo->specs, cap * sizeof(*fo->specs));
+		if (d)
+			fo->specs = d;
+		if (!a || !b || !c || !d)
 			return -ENOMEM;
 		fo->cap = cap;
 	}
 	snprintf(fo->ids[fo->n], SANDBOX_ID_SIZE, "%s", s->id);
 	fo->expires[fo->n] = s->expires_at;
 	fo->pooled[fo->n] = s->status == SANDBOX_POOLED;
+	if (!(fo->specs[fo->n] = strdup(s->spec_json ? s->spec_json : "{}")))
+		return -ENOMEM;
 	fo->n++;
 	return 0;
 }
@@ -250,7 +257,7 @@ int fleet_recover(struct fleet *f, struct store *st, struct error *err)
 			fleet_record_end_or_log(f, st, fo.ids[i], fo.pooled[i]);
 			continue;
 		}
-		if ((r = fleet_add_member(f, fo.ids[i], probe, fo.pooled[i])) < 0) {
+		if ((r = fleet_add_member(f, fo.ids[i], probe, fo.pooled[i], fo.specs[i])) < 0) {
 			close(probe);
 			error_set(err, ENOMEM, "out of memory");
 			goto out;
@@ -265,6 +272,9 @@ int fleet_recover(struct fleet *f, struct store *st, struct error *err)
 	}
 	r = 0;
 out:
+	for (size_t i = 0; i < fo.n; i++)
+		free(fo.specs[i]);
+	free(fo.specs);
 	free(fo.ids);
 	free(fo.expires);
 	free(fo.pooled);

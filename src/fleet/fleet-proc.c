@@ -80,8 +80,75 @@ static int stdin_memfd(const char *data, size_t len)
 	return fd;
 }
 
-int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
-		     long *ret_pid, struct error *err)
+/* ---- waiters ------------------------------------------------------------- */
+
+/* Take a waiter of sandbox id, if the limits allow. 0 or -EUSERS with err. */
+static int waiter_take(struct fleet *f, const char *id, struct error *err)
+{
+	int r = 0;
+	pthread_mutex_lock(&f->lock);
+	struct waiters *w = NULL;
+	for (size_t i = 0; i < f->nw && !w; i++)
+		if (strcmp(f->w[i].id, id) == 0)
+			w = &f->w[i];
+	if (f->waiters >= FLEET_WAITERS_MAX) {
+		r = error_set(err, EUSERS,
+			      "agentboxd waits on %d commands already: try again later",
+			      FLEET_WAITERS_MAX);
+	} else if (w && w->n >= FLEET_WAITERS_PER_SANDBOX_MAX) {
+		r = error_set(err, EUSERS,
+			      "%d connections wait on commands of this sandbox already: try "
+			      "again later",
+			      FLEET_WAITERS_PER_SANDBOX_MAX);
+	} else if (!w && f->nw == f->capw) {
+		size_t cap = f->capw ? f->capw * 2 : 16;
+		struct waiters *grown = realloc(f->w, cap * sizeof(*grown));
+		if (!grown)
+			r = error_set(err, ENOMEM, "out of memory");
+		else
+			f->w = grown, f->capw = cap;
+	}
+	if (r == 0) {
+		if (!w) {
+			w = &f->w[f->nw++];
+			*w = (struct waiters){.n = 0};
+			snprintf(w->id, sizeof(w->id), "%s", id);
+		}
+		w->n++;
+		f->waiters++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+static void waiter_give(struct fleet *f, const char *id)
+{
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->nw; i++) {
+		struct waiters *w = &f->w[i];
+		if (strcmp(w->id, id) != 0)
+			continue;
+		if (--w->n == 0)
+			*w = f->w[--f->nw];
+		f->waiters--;
+		break;
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fleet_done(struct fleet *f, const char *id, int fd)
+{
+	if (fd < 0)
+		return;
+	close(fd);
+	waiter_give(f, id);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+/* As fleet_exec_start(), with the waiter taken. */
+static int exec_start(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
+		      long *ret_pid, struct error *err)
 {
 	char dir[4200];
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
@@ -114,6 +181,15 @@ int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x
 	return 0;
 }
 
+int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
+		     long *ret_pid, struct error *err)
+{
+	int r = waiter_take(f, id, err);
+	if (r == 0 && (r = exec_start(f, id, x, ret_fd, ret_pid, err)) < 0)
+		waiter_give(f, id);
+	return r;
+}
+
 int fleet_next_notice(int fd, int timeout_ms, json_t **ret, struct error *err)
 {
 	return shim_recv(fd, timeout_ms, ret, NULL, err);
@@ -136,7 +212,7 @@ int fleet_exec_wait(struct fleet *f, int fd, json_t **ret_exit, struct error *er
 	}
 }
 
-int fleet_watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err)
+static int watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err)
 {
 	char dir[4200];
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
@@ -153,6 +229,14 @@ int fleet_watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct e
 		return shim_refused(r, err);
 	*ret_fd = TAKE_FD(fd);
 	return 0;
+}
+
+int fleet_watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err)
+{
+	int r = waiter_take(f, id, err);
+	if (r == 0 && (r = watch(f, id, pid, ret_fd, err)) < 0)
+		waiter_give(f, id);
+	return r;
 }
 
 /* One request to the shim of id whose reply is dropped. */
@@ -272,6 +356,7 @@ const struct fleet_ops fleet_shim_ops = {
     .set_expiry = fleet_set_expiry,
     .exec_start = fleet_exec_start,
     .exec_wait = fleet_exec_wait,
+    .done = fleet_done,
     .watch = fleet_watch,
     .processes = fleet_processes,
     .kill = fleet_kill,

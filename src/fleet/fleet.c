@@ -83,8 +83,22 @@ int fleet_new(const struct fleet_config *cfg, struct fleet **ret, struct error *
 
 /* ---- members ----------------------------------------------------------- */
 
-int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled)
+/* The memory limit of a canonical spec ("limits": {"memory_mb": N}), or 0. */
+static uint64_t spec_memory(const char *spec_json)
 {
+	json_t *spec = spec_json ? json_loads(spec_json, 0, NULL) : NULL;
+	json_t *mb = json_object_get(json_object_get(spec, "limits"), "memory_mb");
+	uint64_t bytes = json_is_integer(mb) && json_integer_value(mb) > 0
+			     ? (uint64_t)json_integer_value(mb) << 20
+			     : 0;
+	json_decref(spec);
+	return bytes;
+}
+
+int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled,
+		     const char *spec_json)
+{
+	uint64_t memory = spec_memory(spec_json);
 	pthread_mutex_lock(&f->lock);
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 32;
@@ -97,7 +111,7 @@ int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled)
 		f->cap = cap;
 	}
 	struct member *m = &f->m[f->n++];
-	*m = (struct member){.lock_fd = lock_fd, .pooled = pooled};
+	*m = (struct member){.lock_fd = lock_fd, .pooled = pooled, .memory = memory};
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	pthread_mutex_unlock(&f->lock);
 	return 0;
@@ -239,7 +253,7 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
 		(void)waitpid(pid, NULL, 0);
 		return r;
 	}
-	if ((r = fleet_add_member(f, id, probe, pooled)) < 0)
+	if ((r = fleet_add_member(f, id, probe, pooled, spec_json)) < 0)
 		return error_set_errno(err, -r, "out of memory");
 	probe = -1;
 	return 0;

@@ -30,6 +30,13 @@
  *               err->msg its message
  *   -ECHILD     fleet_create(): the sandbox could not be built
  *   -ETIMEDOUT  fleet_delete(): the shim did not stop in time
+ *   -EDQUOT     fleet_create(): the host holds as many sandboxes, or as
+ *               much of their memory, as the fleet may give
+ *               (fleet_config's sandboxes_max, memory_max)
+ *   -EUSERS     fleet_exec_start(), fleet_watch(): as many connections
+ *               wait on commands as the fleet allows, in all
+ *               (FLEET_WAITERS_MAX) or in this sandbox
+ *               (FLEET_WAITERS_PER_SANDBOX_MAX); try again later
  *   -ENOMEM, or any other -errno: an internal failure (the store, the
  *               state directory)
  *
@@ -64,6 +71,14 @@
 #define FLEET_POOL_BACKOFF_MAX_MS 5000
 /* How long one request to a shim may wait for its reply. */
 #define FLEET_CALL_TIMEOUT_MS 30000
+/*
+ * Connections that wait on a command's end or output (a blocking exec, an
+ * exec or output stream), at most: in all, and in one sandbox. Each holds
+ * a thread of the daemon while it waits, so the total stays well below
+ * the daemon's connection limit: other clients always get through.
+ */
+#define FLEET_WAITERS_MAX	      128
+#define FLEET_WAITERS_PER_SANDBOX_MAX 32
 
 struct fleet;
 
@@ -73,6 +88,11 @@ struct fleet_config {
 	const char *db_path;	       /* the keeper opens its own store */
 	const char *default_spec_json; /* the canonical spec of the default limits */
 	unsigned pool_size;	       /* 0 = no pool */
+	/* Admission: the most sandboxes handed out at once, and the most
+	 * their memory limits may add up to (0 = no bound). The warm pool
+	 * is not counted: it is the daemon's own, with the default limits. */
+	unsigned sandboxes_max;
+	uint64_t memory_max;
 	/* Told of what went wrong where no caller waits (the keeper, the
 	 * pool, recovery): one line, no newline. NULL = silent. */
 	void (*log)(void *data, const char *msg);
@@ -105,7 +125,8 @@ struct fleet_spec {
 	const char *spec_json;	   /* canonical {"env":{...},"limits":{...}} */
 	const char *metadata_json; /* canonical object */
 	int64_t timeout_ms;
-	bool default_limits; /* a pooled sandbox fits */
+	bool default_limits;   /* a pooled sandbox fits */
+	uint64_t memory_bytes; /* its memory limit, for admission */
 };
 
 /* A command to run in a sandbox (POST .../exec, checked). */
@@ -132,6 +153,7 @@ struct fleet_ops {
 	int (*exec_start)(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
 			  long *ret_pid, struct error *err);
 	int (*exec_wait)(struct fleet *f, int fd, json_t **ret_exit, struct error *err);
+	void (*done)(struct fleet *f, const char *id, int fd);
 	int (*watch)(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err);
 	int (*processes)(struct fleet *f, const char *id, json_t **ret, struct error *err);
 	int (*kill)(struct fleet *f, const char *id, long pid, int sig, struct error *err);
@@ -176,8 +198,10 @@ int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t 
 /*
  * Start a command: *ret_fd is the connection its shim goes on replying
  * on ("output" notices, then "exit": fleet_exec_wait()), *ret_pid its pid.
- * A command that could not be executed at all is -EREMOTEIO with the
- * errno of its exec (ENOENT, EACCES, ...) in err->code.
+ * The connection counts as one waiter until fleet_done() (-EUSERS when
+ * there are as many as allowed: the command is not started). A command
+ * that could not be executed at all is -EREMOTEIO with the errno of its
+ * exec (ENOENT, EACCES, ...) in err->code.
  */
 int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
 		     long *ret_pid, struct error *err);
@@ -194,8 +218,14 @@ int fleet_next_notice(int fd, int timeout_ms, json_t **ret, struct error *err);
 /* Wait on an exec's connection fd for the exit record (caller decrefs). */
 int fleet_exec_wait(struct fleet *f, int fd, json_t **ret_exit, struct error *err);
 
-/* A connection on which the shim reports process pid's output and exit, as for exec. */
+/*
+ * A connection on which the shim reports process pid's output and exit,
+ * as for exec; one waiter until fleet_done(), as for exec.
+ */
 int fleet_watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err);
+
+/* Done with the connection fd of sandbox id that exec or watch gave: close it, free its waiter. */
+void fleet_done(struct fleet *f, const char *id, int fd);
 
 /* The shim's list of processes (its "processes" array; caller decrefs). */
 int fleet_processes(struct fleet *f, const char *id, json_t **ret, struct error *err);

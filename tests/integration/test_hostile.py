@@ -9,12 +9,14 @@ import base64
 import json
 import os
 import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import AGENTBOX
 from daemon import Daemon, UnixHTTPConnection
+import helpers
 
 # bytes that are not text: a NUL, a byte that is never UTF-8, a cut sequence
 NOT_TEXT = b"a\x00b\xff\xc3"
@@ -105,3 +107,186 @@ def test_agentbox_exec_writes_the_bytes_and_passes_the_status(daemon, sbx):
                        capture_output=True, timeout=60)
     assert p.returncode == 3, p.stderr
     assert p.stdout == NOT_TEXT and p.stderr == NOT_TEXT, (p.stdout, p.stderr)
+
+
+# ---- 1: no request holds a shared resource while it waits on a sandbox ---
+
+def timed_healthz(daemon):
+    t = time.monotonic()
+    status, _ = daemon.request("GET", "/healthz", timeout=30)
+    assert status == 200
+    return time.monotonic() - t
+
+
+def exec_in_thread(daemon, sid, command, results):
+    def go():
+        try:
+            results.append(daemon.request("POST", f"/v1/sandboxes/{sid}/exec",
+                                          {"command": command}, timeout=60))
+        except OSError as e:  # a refused or reset connection is a failure too
+            results.append((None, str(e)))
+    t = threading.Thread(target=go)
+    t.start()
+    return t
+
+
+def test_blocking_execs_do_not_freeze_the_api(daemon):
+    # more blocking execs than the daemon has store connections (8)
+    sids = [daemon.create_sandbox(limits={"memory_mb": 64}) for _ in range(2)]
+    results, threads = [], []
+    for i in range(12):
+        threads.append(exec_in_thread(daemon, sids[i % 2], ["sleep", "4"], results))
+    # every exec has reached its shim once the sandboxes run 6 sleeps each
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        running = sum(sum(p["running"] for p in daemon.request(
+            "GET", f"/v1/sandboxes/{s}/processes")[1]["processes"]) for s in sids)
+        if running == 12:
+            break
+        time.sleep(0.05)
+    assert running == 12
+    # meanwhile the API answers at once: health, a list, a task
+    slowest = max(timed_healthz(daemon) for _ in range(5))
+    assert slowest < 1.0, f"/healthz took {slowest:.2f} s while execs waited"
+    status, _ = daemon.request("GET", "/v1/sandboxes", timeout=5)
+    assert status == 200
+    for t in threads:
+        t.join(60)
+    assert [s for s, _ in results] == [200] * 12, results
+
+
+def test_too_many_waiting_execs_get_429_not_a_timeout(daemon):
+    sid = daemon.create_sandbox(limits={"memory_mb": 64})
+    results, threads = [], []
+    for _ in range(40):  # the daemon waits on 32 per sandbox at most
+        threads.append(exec_in_thread(daemon, sid, ["sleep", "3"], results))
+    for t in threads:
+        t.join(60)
+    statuses = sorted(s for s, _ in results)
+    assert statuses.count(200) == 32 and statuses.count(429) == 8, statuses
+    refused = next(b for s, b in results if s == 429)
+    assert refused["error"]["code"] == "too_many_requests", refused
+    # once they are done, execs are taken again
+    status, r = daemon.request("POST", f"/v1/sandboxes/{sid}/exec", {"command": ["true"]})
+    assert status == 200 and r["exit_code"] == 0, r
+
+
+# ---- 7: all sandboxes together cannot take the host's pids ----------------
+
+def test_all_sandboxes_together_have_a_pids_limit_below_the_hosts():
+    # the parent groups outlive runs: start from no limit, as on a new host
+    for d in helpers.agentbox_group_dirs():
+        path = os.path.join(d, "pids.max")
+        if os.path.exists(path):
+            with open(path, "w") as f:
+                f.write("max")
+    p = subprocess.run([AGENTBOX, "run", "--", "true"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    reserve = max(pid_max // 4, 1024)  # limits_pids_total() in core/limits.h
+    limited = []
+    for d in helpers.agentbox_group_dirs():
+        path = os.path.join(d, "pids.max")
+        if os.path.exists(path):  # the pids hierarchy on v1, the group itself on v2
+            with open(path) as f:
+                limited.append((path, f.read().strip()))
+    assert limited, "no agentbox group with a pids controller"
+    for path, value in limited:
+        assert value == str(pid_max - reserve), (path, value)
+
+
+# ---- 6: a slow reader of a large log costs no more than a fixed buffer ----
+
+def rss_kib(pid, field="VmRSS"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def test_slow_log_readers_do_not_hold_the_log_in_memory(daemon):
+    # 16 MiB of output: the most one attempt keeps
+    tid = daemon.submit(command=["sh", "-c", "head -c 16777216 /dev/zero | tr '\\0' x"])
+    assert daemon.wait_all([tid])[tid]["status"] == "succeeded"
+    before = rss_kib(daemon.proc.pid)
+    readers = []
+    try:
+        for _ in range(24):
+            conn = UnixHTTPConnection(daemon.socket, timeout=30)
+            conn.request("GET", f"/v1/tasks/{tid}/logs")
+            resp = conn.getresponse()
+            assert resp.status == 200
+            assert resp.getheader("Content-Length") == str(16 << 20)
+            assert resp.read(1) == b"x"  # and then read no more: a slow reader
+            readers.append(conn)
+        grown = rss_kib(daemon.proc.pid) - before
+        # 24 readers of 16 MiB each held 384 MiB when a log was built in memory
+        assert grown < 64 * 1024, f"the daemon grew by {grown} KiB for 24 slow readers"
+    finally:
+        for conn in readers:
+            conn.close()
+    # a reader that reads it all gets every byte
+    status, body, _ = daemon.request("GET", f"/v1/tasks/{tid}/logs", raw=True)
+    assert status == 200 and body == b"x" * (16 << 20)
+
+
+# ---- 3: exec output on the host's disk has a bound per sandbox -----------
+
+def dir_bytes(path):
+    total = 0
+    for entry in os.scandir(path):
+        if entry.is_file(follow_symlinks=False):
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
+
+
+def test_exec_output_kept_on_the_host_is_bounded_per_sandbox(daemon, sbx):
+    pids = []
+    for _ in range(24):  # 24 x 16 MiB (the cap of one stream) = 384 MiB without a total
+        status, r = daemon.request("POST", f"/v1/sandboxes/{sbx}/exec", {
+            "command": ["sh", "-c", "head -c 20000000 /dev/zero"], "background": True})
+        assert status == 202, r
+        pids.append(r["pid"])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status, procs = daemon.request("GET", f"/v1/sandboxes/{sbx}/processes")
+        if not any(p["running"] for p in procs["processes"]):
+            break
+        time.sleep(0.1)
+    procs_dir = os.path.join(daemon.state, "sandboxes", sbx, "procs")
+    kept = dir_bytes(procs_dir)
+    # SHIM_OUTPUT_TOTAL_CAP (256 MiB) and the exit records
+    assert kept <= (256 << 20) + (1 << 20), f"{kept} bytes of output kept on the host"
+    status, o = daemon.request("GET", f"/v1/sandboxes/{sbx}/processes/{pids[-1]}/output")
+    assert status == 200 and o["truncated"] is True, {k: o[k] for k in ("running", "truncated")}
+
+
+# ---- 7: admission: what one sandbox may ask for, and all of them together --
+
+def test_a_sandbox_larger_than_the_host_is_refused(daemon):
+    # 1 TiB of memory and of tmpfs, a million pids: SPEC_*_MAX allows them
+    for field, value in (("memory_mb", 1 << 20), ("disk_mb", 1 << 20), ("pids", 1000000)):
+        status, err = daemon.request("POST", "/v1/sandboxes", {"limits": {field: value}})
+        assert status == 400 and err["error"]["field"] == f"limits.{field}", err
+        status, err = daemon.request("POST", "/v1/tasks",
+                                     {"command": ["true"], "limits": {field: value}})
+        assert status == 400 and err["error"]["field"] == f"limits.{field}", err
+
+
+def test_the_host_holds_as_many_sandboxes_as_it_may(tmp_path):
+    d = Daemon(tmp_path, "--max-sandboxes", "2", "--max-sandbox-memory", "300").start()
+    try:
+        a = d.create_sandbox(limits={"memory_mb": 200})
+        status, err = d.request("POST", "/v1/sandboxes", {"limits": {"memory_mb": 200}})
+        assert status == 503 and err["error"]["code"] == "host_full", err  # 400 MiB > 300
+        b = d.create_sandbox(limits={"memory_mb": 64})
+        status, err = d.request("POST", "/v1/sandboxes", {"limits": {"memory_mb": 16}})
+        assert status == 503 and err["error"]["code"] == "host_full", err  # a third
+        assert d.request("DELETE", f"/v1/sandboxes/{a}")[0] == 200
+        c = d.create_sandbox(limits={"memory_mb": 200})  # room again
+        for sid in (b, c):
+            assert d.request("DELETE", f"/v1/sandboxes/{sid}")[0] == 200
+    finally:
+        d.stop()

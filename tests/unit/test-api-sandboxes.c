@@ -55,6 +55,7 @@ enum fake_op {
 	OP_OPEN,
 	OP_UNLINK,
 	OP_RENAME,
+	OP_DONE,
 	OP_COUNT
 };
 
@@ -307,6 +308,12 @@ static int fake_exec_wait(struct fleet *fl, int fd, json_t **ret_exit, struct er
 	return 0;
 }
 
+static void fake_done(struct fleet *fl, const char *id, int fd)
+{
+	record(fl, OP_DONE, id)->fd = fd;
+	close(fd);
+}
+
 static int fake_watch(struct fleet *fl, const char *id, long pid, int *ret_fd, struct error *err)
 {
 	record(fl, OP_WATCH, id)->pid = pid;
@@ -456,6 +463,7 @@ static const struct fleet_ops fake_ops = {
     .set_expiry = fake_set_expiry,
     .exec_start = fake_exec_start,
     .exec_wait = fake_exec_wait,
+    .done = fake_done,
     .watch = fake_watch,
     .processes = fake_processes,
     .kill = fake_kill,
@@ -959,6 +967,14 @@ static void test_route_checks(void **state)
 static void test_create(void **state)
 {
 	struct fx *f = *state;
+	/* more than this host allows one sandbox: refused before the fleet is asked */
+	const struct api_host_limits host = {.memory_bytes = 1ULL << 30, .pids = 300};
+	f->ctx.host = &host;
+	expect_error(call(f, "POST", "/v1/sandboxes", NULL, "{\"limits\":{\"memory_mb\":1048576}}"),
+		     400, "invalid_field", "limits.memory_mb");
+	expect_error(call(f, "POST", "/v1/sandboxes", NULL, "{\"limits\":{\"pids\":301}}"), 400,
+		     "invalid_field", "limits.pids");
+	assert_int_equal(count(f->fl, OP_CREATE), 0);
 	struct reply rep = call(f, "POST", "/v1/sandboxes", NULL, "{}");
 	expect_status(&rep, 201);
 	assert_int_equal(count(f->fl, OP_CREATE), 1);
@@ -1412,13 +1428,15 @@ static void test_exec(void **state)
 	    "\"cwd\":\"/srv\",\"timeout_s\":60}");
 	expect_status(&rep, 200);
 	/* what the fleet was asked, in order */
-	assert_int_equal(f->fl->n, 5);
+	assert_int_equal(f->fl->n, 6);
 	assert_int_equal(f->fl->calls[0].op, OP_GET_LIVE);
 	assert_true(f->fl->calls[0].flag);
 	assert_int_equal(f->fl->calls[1].op, OP_EXEC_START);
 	assert_int_equal(f->fl->calls[2].op, OP_EXEC_WAIT);
-	assert_int_equal(f->fl->calls[3].op, OP_READ_OUTPUT);
+	assert_int_equal(f->fl->calls[3].op, OP_DONE); /* the waiter is given back before reading */
+	assert_int_equal(f->fl->calls[3].fd, f->fl->handed_fd);
 	assert_int_equal(f->fl->calls[4].op, OP_READ_OUTPUT);
+	assert_int_equal(f->fl->calls[5].op, OP_READ_OUTPUT);
 	struct fake_call *c = &f->fl->calls[1];
 	assert_string_equal(c->id, id);
 	assert_string_equal(c->spec, "[\"python3\",\"-c\",\"print(1)\"]");
@@ -1427,9 +1445,9 @@ static void test_exec(void **state)
 	assert_string_equal(c->stdin_, "in");
 	assert_int_equal(c->value, 60000);
 	assert_int_equal(f->fl->calls[2].fd, f->fl->handed_fd);
-	assert_string_equal(f->fl->calls[3].ext, "out");
-	assert_string_equal(f->fl->calls[4].ext, "err");
-	for (int i = 3; i <= 4; i++) {
+	assert_string_equal(f->fl->calls[4].ext, "out");
+	assert_string_equal(f->fl->calls[5].ext, "err");
+	for (int i = 4; i <= 5; i++) {
 		assert_int_equal(f->fl->calls[i].pid, 7);
 		assert_int_equal(f->fl->calls[i].max, 1024 * 1024);
 		assert_string_equal(f->fl->calls[i].id, id);
@@ -1548,6 +1566,12 @@ static void test_exec(void **state)
 	expect_error(call(f, "POST", sbx(ended, "/exec"), NULL, "{\"command\":[\"a\"]}"), 409,
 		     "sandbox_ended", NULL);
 	assert_int_equal(count(f->fl, OP_EXEC_START), 0);
+
+	/* as many waiting as the fleet allows: 429, the command not started */
+	program(f->fl, OP_EXEC_START, -EUSERS, EUSERS, "agentboxd waits on 128 commands already");
+	rep = call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"]}");
+	assert_non_null(strstr(str(json_object_get(rep.json, "error"), "message"), "128 commands"));
+	expect_error(rep, 429, "too_many_requests", NULL);
 }
 
 static void test_processes(void **state)
@@ -2135,7 +2159,8 @@ static void test_task_streams(void **state)
 	reply_free(&rep);
 	rep = call(f, "GET", path, "follow=0", NULL);
 	assert_int_equal(rep.r.status, 200);
-	assert_int_equal(rep.r.kind, API_RESPONSE_BODY);
+	assert_int_equal(rep.r.kind, API_RESPONSE_PIECES); /* read as it is sent */
+	assert_int_equal(rep.r.pieces->total, 0);	   /* no attempt has run */
 	reply_free(&rep);
 	expect_error(call(f, "GET", path, "follow=2", NULL), 400, "invalid_field", "follow");
 

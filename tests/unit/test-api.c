@@ -103,6 +103,28 @@ struct reply {
 	json_t *json; /* the body parsed, when it is JSON */
 };
 
+/*
+ * A body in pieces (logs), read as the server reads it, in small steps, into
+ * body: it must come to exactly its total.
+ */
+static void read_pieces(struct api_response *r)
+{
+	struct api_pieces *ps = r->pieces;
+	char *body = malloc(ps->total + 1);
+	assert_non_null(body);
+	uint64_t pos = 0;
+	while (pos < ps->total) {
+		ssize_t n = api_pieces_read(ps, pos, body + pos, 4093);
+		assert_true(n > 0);
+		pos += (uint64_t)n;
+	}
+	assert_int_equal(api_pieces_read(ps, pos, body, 16), 0);
+	body[pos] = '\0';
+	api_response_release(r); /* the pieces: the rest of r stays */
+	r->body = body;
+	r->body_len = pos;
+}
+
 static struct reply call_full(struct fx *f, const char *method, const char *path, const char *query,
 			      const char *body, size_t len, const char *ctype)
 {
@@ -116,6 +138,8 @@ static struct reply call_full(struct fx *f, const char *method, const char *path
 	struct reply rep = {0};
 	assert_int_equal(api_handle(&f->ctx, &req, &rep.r), 0);
 	assert_non_null(rep.r.content_type);
+	if (rep.r.kind == API_RESPONSE_PIECES)
+		read_pieces(&rep.r);
 	if (strcmp(rep.r.content_type, "application/json") == 0) {
 		json_error_t jerr;
 		assert_non_null(rep.r.body);
@@ -328,6 +352,25 @@ static void test_create_and_get(void **state)
 static void test_create_errors(void **state)
 {
 	struct fx *f = *state;
+	/* what this host allows one task: the request's own maximums are larger */
+	const struct api_host_limits host = {
+	    .memory_bytes = 1ULL << 30, .disk_bytes = 2ULL << 30, .pids = 5000};
+	f->ctx.host = &host;
+	expect_error(call(f, "POST", "/v1/tasks", NULL,
+			  "{\"command\":[\"a\"],\"limits\":{\"memory_mb\":1025}}"),
+		     400, "invalid_field", "limits.memory_mb");
+	expect_error(call(f, "POST", "/v1/tasks", NULL,
+			  "{\"command\":[\"a\"],\"limits\":{\"disk_mb\":2049}}"),
+		     400, "invalid_field", "limits.disk_mb");
+	expect_error(
+	    call(f, "POST", "/v1/tasks", NULL, "{\"command\":[\"a\"],\"limits\":{\"pids\":5001}}"),
+	    400, "invalid_field", "limits.pids");
+	struct reply ok = call(f, "POST", "/v1/tasks", NULL,
+			       "{\"command\":[\"a\"],\"limits\":{\"memory_mb\":1024,"
+			       "\"disk_mb\":2048,\"pids\":5000}}");
+	assert_int_equal(ok.r.status, 201);
+	reply_free(&ok);
+	f->ctx.host = NULL;
 	expect_error(call(f, "POST", "/v1/tasks", NULL, "{"), 400, "invalid_json", NULL);
 	expect_error(call(f, "POST", "/v1/tasks", NULL, ""), 400, "invalid_json", NULL);
 	expect_error(call(f, "POST", "/v1/tasks", NULL, "{}"), 400, "missing_field", "command");
@@ -367,7 +410,7 @@ static void test_create_errors(void **state)
 	assert_int_equal(rep.r.status, 201);
 	reply_free(&rep);
 	free(big);
-	assert_int_equal(f->submitted, 5);
+	assert_int_equal(f->submitted, 6); /* five, and the one at the host's limits */
 }
 
 static void test_get_errors(void **state)
