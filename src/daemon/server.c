@@ -134,6 +134,27 @@ static enum MHD_Result send_body(struct MHD_Connection *c, const struct api_resp
 	return ok;
 }
 
+/*
+ * Send size bytes that read (with cls) produces into libmicrohttpd's
+ * buffer of SERVER_FILE_BLOCK as the client takes them; done frees cls,
+ * also when the response cannot be made.
+ */
+static enum MHD_Result send_reader(struct MHD_Connection *c, int status, const char *content_type,
+				   uint64_t size, MHD_ContentReaderCallback read, void *cls,
+				   MHD_ContentReaderFreeCallback done)
+{
+	struct MHD_Response *mr =
+	    MHD_create_response_from_callback(size, SERVER_FILE_BLOCK, read, cls, done);
+	if (!mr) {
+		done(cls);
+		return MHD_NO;
+	}
+	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, mr);
+	MHD_destroy_response(mr);
+	return ok;
+}
+
 /* A file being sent: size bytes of fd, as they were when the API opened it. */
 struct file_send {
 	int fd;
@@ -178,16 +199,7 @@ static enum MHD_Result send_file(struct MHD_Connection *c, int status, const cha
 		return MHD_NO;
 	}
 	*f = (struct file_send){.fd = fd, .size = size};
-	struct MHD_Response *mr =
-	    MHD_create_response_from_callback(size, SERVER_FILE_BLOCK, file_read, f, file_free);
-	if (!mr) {
-		file_free(f);
-		return MHD_NO;
-	}
-	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, mr);
-	MHD_destroy_response(mr);
-	return ok;
+	return send_reader(c, status, content_type, size, file_read, f, file_free);
 }
 
 /* A body in pieces (a task's logs), read into libmicrohttpd's buffer as it is sent. */
@@ -207,16 +219,7 @@ static void pieces_free(void *cls)
 static enum MHD_Result send_pieces(struct MHD_Connection *c, int status, const char *content_type,
 				   struct api_pieces *ps)
 {
-	struct MHD_Response *mr = MHD_create_response_from_callback(ps->total, SERVER_FILE_BLOCK,
-								    pieces_read, ps, pieces_free);
-	if (!mr) {
-		api_pieces_free(ps);
-		return MHD_NO;
-	}
-	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, mr);
-	MHD_destroy_response(mr);
-	return ok;
+	return send_reader(c, status, content_type, ps->total, pieces_read, ps, pieces_free);
 }
 
 /*
