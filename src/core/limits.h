@@ -53,4 +53,11 @@ static inline unsigned long long limits_pids_total(unsigned long long pid_max)
 	return pid_max > reserve ? pid_max - reserve : 1;
 }
 
+/* The most pids one sandbox may ask for by default: a quarter of all of them. */
+static inline unsigned long long limits_pids_one(unsigned long long pid_max)
+{
+	unsigned long long n = limits_pids_total(pid_max) / 4;
+	return n ? n : 1;
+}
+
 #endif

@@ -67,8 +67,8 @@ static const char usage_text[] =
     "                     (default: the host's memory)\n"
     "  --max-disk MB      the most disk (its tmpfs) one may ask for (default: the\n"
     "                     host's memory, which a tmpfs uses)\n"
-    "  --max-pids N       the most pids one may ask for (default: what all\n"
-    "                     sandboxes together may hold, pid_max less a reserve)\n"
+    "  --max-pids N       the most pids one may ask for (default: a quarter of\n"
+    "                     what all sandboxes together may hold)\n"
     "  --max-sandboxes N  interactive sandboxes at once (default 1024); more: 503\n"
     "  --max-sandbox-memory MB  their memory limits added up (default: twice the\n"
     "                     host's memory, as limits are ceilings); more: 503\n"
@@ -292,7 +292,7 @@ static void default_host_limits(struct api_host_limits *h, uint64_t *ret_host_me
 	if (!h->disk_bytes && mem_kib)
 		h->disk_bytes = mem_kib << 10;
 	if (!h->pids)
-		h->pids = limits_pids_total(pid_max);
+		h->pids = limits_pids_one(pid_max);
 	*ret_host_memory = mem_kib << 10;
 }
 
