@@ -103,6 +103,13 @@ int api_fail(int r, struct api_error *e, struct api_response *ret);
 /* The query parameters each route takes (router.c). */
 extern const char *const *const api_route_params[API_ROUTE_COUNT];
 
+/*
+ * Make c->res a new response of kind (one the server serves, api.h) with
+ * status and content_type; the caller fills the kind's members. Returns it.
+ */
+struct api_response *api_respond_kind(struct api_call *c, int status, const char *content_type,
+				      enum api_response_kind kind);
+
 /* Set res to status with b's text as a JSON body; takes b's buffer. */
 int api_respond(struct api_call *c, int status, const char *content_type, struct buf *b);
 

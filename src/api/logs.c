@@ -178,11 +178,6 @@ int api_task_logs(struct api_call *c)
 		ps->total += len;
 	}
 	keep_tail(ps);
-	api_response_release(c->res);
-	memset(c->res, 0, sizeof(*c->res));
-	c->res->status = 200;
-	c->res->content_type = API_TEXT;
-	c->res->kind = API_RESPONSE_PIECES;
-	c->res->pieces = ps;
+	api_respond_kind(c, 200, API_TEXT, API_RESPONSE_PIECES)->pieces = ps;
 	return 0;
 }

@@ -305,12 +305,9 @@ static int task_stream(struct api_call *c)
 	task_release(&t);
 	if (r < 0)
 		return api_store_error(c, r, &se);
-	struct api_response *res = c->res;
-	api_response_release(res);
-	memset(res, 0, sizeof(*res));
-	res->status = 200;
-	res->content_type = route == API_ROUTE_TASK_EVENTS ? "text/event-stream" : API_TEXT;
-	res->kind = API_RESPONSE_TASK_STREAM;
+	struct api_response *res = api_respond_kind(
+	    c, 200, route == API_ROUTE_TASK_EVENTS ? "text/event-stream" : API_TEXT,
+	    API_RESPONSE_TASK_STREAM);
 	res->task.route = route;
 	res->task.after_seq = after;
 	memcpy(res->task.id, c->id, TASK_ID_SIZE);
@@ -395,6 +392,18 @@ int api_response_take_fd(struct api_response *r)
 	if (r->kind != API_RESPONSE_FILE && r->kind != API_RESPONSE_PROCESS_STREAM)
 		return -1;
 	return TAKE_FD(r->fd);
+}
+
+struct api_response *api_respond_kind(struct api_call *c, int status, const char *content_type,
+				      enum api_response_kind kind)
+{
+	struct api_response *res = c->res;
+	api_response_release(res);
+	memset(res, 0, sizeof(*res));
+	res->status = status;
+	res->content_type = content_type;
+	res->kind = kind;
+	return res;
 }
 
 int api_respond(struct api_call *c, int status, const char *content_type, struct buf *b)

@@ -140,16 +140,13 @@ static int respond_failed_stream(struct api_call *c, json_t *result)
 /* Hand the server a process stream on the shim connection fd (taken). */
 static int respond_process_stream(struct api_call *c, int fd, long pid)
 {
-	api_response_release(c->res);
-	memset(c->res, 0, sizeof(*c->res));
-	c->res->status = 200;
-	c->res->content_type = "text/event-stream";
-	c->res->kind = API_RESPONSE_PROCESS_STREAM;
-	c->res->fd = fd;
-	c->res->process.pid = pid;
-	c->res->process.ops = c->ctx->fleet_ops;
-	c->res->process.fleet = c->ctx->fleet;
-	snprintf(c->res->process.id, sizeof(c->res->process.id), "%s", c->id);
+	struct api_response *res =
+	    api_respond_kind(c, 200, "text/event-stream", API_RESPONSE_PROCESS_STREAM);
+	res->fd = fd;
+	res->process.pid = pid;
+	res->process.ops = c->ctx->fleet_ops;
+	res->process.fleet = c->ctx->fleet;
+	snprintf(res->process.id, sizeof(res->process.id), "%s", c->id);
 	return 0;
 }
 

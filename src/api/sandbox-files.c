@@ -128,13 +128,10 @@ int api_files_get(struct api_call *c)
 		return api_error_set(c->err, API_ERR_FILE_TOO_LARGE, "path",
 				     "%s is larger than %u bytes", path, API_FILE_MAX);
 	}
-	api_response_release(c->res);
-	memset(c->res, 0, sizeof(*c->res));
-	c->res->status = 200;
-	c->res->content_type = "application/octet-stream";
-	c->res->kind = API_RESPONSE_FILE;
-	c->res->fd = fd;
-	c->res->size = (uint64_t)st.st_size;
+	struct api_response *res =
+	    api_respond_kind(c, 200, "application/octet-stream", API_RESPONSE_FILE);
+	res->fd = fd;
+	res->size = (uint64_t)st.st_size;
 	return 0;
 }
 

@@ -83,6 +83,8 @@ int fleet_tell(struct fleet *f, const char *id, const char *op, int64_t expires_
  */
 int fleet_call(struct fleet *f, const char *id, json_t *request, int pass_fd, json_t **ret_reply,
 	       int *ret_fd, struct error *err);
+/* A shim's refusal r (its own errno) as fleet.h's -EREMOTEIO, the errno in err->code. */
+int fleet_shim_refused(int r, struct error *err);
 /* Remove the directory of a sandbox whose shim is gone. */
 void fleet_remove_dir(struct fleet *f, const char *id);
 /*

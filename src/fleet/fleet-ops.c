@@ -50,13 +50,6 @@ static int store_failed(int r, const char *id, struct error *err)
 	return r;
 }
 
-/* A shim's refusal r (its own errno) as fleet.h's -EREMOTEIO. */
-static int shim_refused(int r, struct error *err)
-{
-	err->code = -r;
-	return -EREMOTEIO;
-}
-
 /* Take a pooled sandbox, if one is ready. */
 static bool take_pooled(struct fleet *f, char id[SANDBOX_ID_SIZE])
 {
@@ -235,7 +228,7 @@ int fleet_pause(struct fleet *f, struct store *st, const char *id, bool pause, s
 	if (from == to)
 		return 0;
 	if ((r = fleet_tell(f, id, pause ? "pause" : "resume", 0, FLEET_CALL_TIMEOUT_MS, err)) < 0)
-		return shim_refused(r, err);
+		return fleet_shim_refused(r, err);
 	r = store_sandbox_set_status(st, id, from, to, err);
 	return r < 0 ? store_failed(r, id, err) : 0;
 }
@@ -251,6 +244,6 @@ int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t 
 	if ((r = store_sandbox_set_expiry(st, id, expires_at, err)) < 0)
 		return store_failed(r, id, err);
 	if ((r = fleet_tell(f, id, "expire", expires_at, FLEET_CALL_TIMEOUT_MS, err)) < 0)
-		return shim_refused(r, err);
+		return fleet_shim_refused(r, err);
 	return 0;
 }

@@ -22,13 +22,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A shim's refusal r (its own errno) as fleet.h's -EREMOTEIO. */
-static int shim_refused(int r, struct error *err)
-{
-	err->code = -r;
-	return -EREMOTEIO;
-}
-
 /*
  * The whole environment of an exec in sandbox id: the defaults (PATH,
  * HOME, LANG), the sandbox's env.json, then extra (an object, or NULL).
@@ -172,7 +165,7 @@ static int exec_start(struct fleet *f, const char *id, const struct fleet_exec *
 	if (r == 0)
 		r = shim_recv(fd, FLEET_CALL_TIMEOUT_MS, &reply, NULL, err);
 	if (r < 0)
-		return shim_refused(r, err);
+		return fleet_shim_refused(r, err);
 	json_t *pid = json_object_get(reply, "pid");
 	if (!json_is_integer(pid))
 		return error_set(err, EPROTO, "shim: exec reply without a pid");
@@ -203,7 +196,7 @@ int fleet_exec_wait(struct fleet *f, int fd, json_t **ret_exit, struct error *er
 		json_t *m = NULL;
 		int r = shim_recv(fd, -1, &m, NULL, err);
 		if (r < 0)
-			return shim_refused(r, err);
+			return fleet_shim_refused(r, err);
 		if (strcmp(json_string_value(json_object_get(m, "type")) ?: "", "exit") == 0) {
 			*ret_exit = m;
 			return 0;
@@ -226,7 +219,7 @@ static int watch(struct fleet *f, const char *id, long pid, int *ret_fd, struct 
 	if (r == 0)
 		r = shim_send(fd, text, -1, err);
 	if (r < 0)
-		return shim_refused(r, err);
+		return fleet_shim_refused(r, err);
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }

@@ -283,11 +283,13 @@ int fleet_call(struct fleet *f, const char *id, json_t *request, int pass_fd, js
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
 		return error_set(err, ENAMETOOLONG, "the state directory's path is too long");
 	int r = shim_call(dir, request, pass_fd, FLEET_CALL_TIMEOUT_MS, ret_reply, ret_fd, err);
-	if (r < 0) {
-		err->code = -r;
-		return -EREMOTEIO;
-	}
-	return 0;
+	return r < 0 ? fleet_shim_refused(r, err) : 0;
+}
+
+int fleet_shim_refused(int r, struct error *err)
+{
+	err->code = -r;
+	return -EREMOTEIO;
 }
 
 /* Remove a sandbox directory (the shim is gone): procs/ and the files. */
