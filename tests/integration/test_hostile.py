@@ -130,26 +130,40 @@ def exec_in_thread(daemon, sid, command, results):
     return t
 
 
+# A command that runs until the test opens its gate: no timing luck.
+GATED = ["sh", "-c", "while [ ! -e /tmp/gate ]; do sleep 0.05; done"]
+
+
+def open_gate(daemon, sid):
+    # a file, not an exec: files take no waiter, so this gets through a full sandbox
+    status, r = daemon.request("PUT", f"/v1/sandboxes/{sid}/files?path=%2Ftmp%2Fgate", b"",
+                               headers={"Content-Type": "application/octet-stream"})
+    assert status == 201, r
+
+
+def running_in(daemon, sids):
+    return sum(sum(p["running"] for p in daemon.request(
+        "GET", f"/v1/sandboxes/{s}/processes")[1]["processes"]) for s in sids)
+
+
 def test_blocking_execs_do_not_freeze_the_api(daemon):
     # more blocking execs than the daemon has store connections (8)
     sids = [daemon.create_sandbox(limits={"memory_mb": 64}) for _ in range(2)]
     results, threads = [], []
     for i in range(12):
-        threads.append(exec_in_thread(daemon, sids[i % 2], ["sleep", "4"], results))
-    # every exec has reached its shim once the sandboxes run 6 sleeps each
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        running = sum(sum(p["running"] for p in daemon.request(
-            "GET", f"/v1/sandboxes/{s}/processes")[1]["processes"]) for s in sids)
-        if running == 12:
-            break
+        threads.append(exec_in_thread(daemon, sids[i % 2], GATED, results))
+    # every exec has reached its shim once the sandboxes run 6 each
+    deadline = time.monotonic() + 30
+    while running_in(daemon, sids) < 12 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert running == 12
+    assert running_in(daemon, sids) == 12
     # meanwhile the API answers at once: health, a list, a task
     slowest = max(timed_healthz(daemon) for _ in range(5))
     assert slowest < 1.0, f"/healthz took {slowest:.2f} s while execs waited"
     status, _ = daemon.request("GET", "/v1/sandboxes", timeout=5)
     assert status == 200
+    for sid in sids:
+        open_gate(daemon, sid)
     for t in threads:
         t.join(60)
     assert [s for s, _ in results] == [200] * 12, results
@@ -159,7 +173,13 @@ def test_too_many_waiting_execs_get_429_not_a_timeout(daemon):
     sid = daemon.create_sandbox(limits={"memory_mb": 64})
     results, threads = [], []
     for _ in range(40):  # the daemon waits on 32 per sandbox at most
-        threads.append(exec_in_thread(daemon, sid, ["sleep", "3"], results))
+        threads.append(exec_in_thread(daemon, sid, GATED, results))
+    # the 8 over the limit are answered while the 32 still wait
+    deadline = time.monotonic() + 30
+    while len(results) < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running_in(daemon, [sid]) == 32
+    open_gate(daemon, sid)
     for t in threads:
         t.join(60)
     statuses = sorted(s for s, _ in results)
