@@ -118,10 +118,11 @@ int api_store_error(struct api_call *c, int r, const struct error *se);
 
 /*
  * The limits a request asks for, against what this host allows
- * (ctx->host): 0, or -EINVAL with invalid_field naming the first over.
+ * (ctx->host; a task's /state counts as disk): 0, or -EINVAL with
+ * invalid_field naming the first over. state_bytes 0 = none (a sandbox).
  */
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
-			  uint64_t pids);
+			  uint64_t state_bytes, uint64_t pids);
 
 /* A query flag: absent, 0, false (false) or 1, true (true); else invalid_field. */
 int api_query_flag(const struct api_query *q, const char *name, bool *ret, struct api_error *e);

@@ -428,7 +428,7 @@ int api_store_error(struct api_call *c, int r, const struct error *se)
 }
 
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
-			  uint64_t pids)
+			  uint64_t state_bytes, uint64_t pids)
 {
 	const struct api_host_limits *h = c->ctx->host;
 	if (!h)
@@ -440,6 +440,10 @@ int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t di
 	if (h->disk_bytes && disk_bytes > h->disk_bytes)
 		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.disk_mb",
 				     "disk_mb is at most %llu on this host",
+				     (unsigned long long)(h->disk_bytes >> 20));
+	if (h->disk_bytes && state_bytes > h->disk_bytes)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.state_mb",
+				     "state_mb is at most %llu on this host",
 				     (unsigned long long)(h->disk_bytes >> 20));
 	if (h->pids && pids > h->pids)
 		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.pids",

@@ -63,6 +63,9 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 	if (r == 0 && json_is_object(limits) && json_object_get(limits, "timeout_s"))
 		r = api_error_set(e, API_ERR_UNKNOWN_FIELD, "limits.timeout_s",
 				  "limits.timeout_s is for tasks: a sandbox takes timeout_s");
+	if (r == 0 && json_is_object(limits) && json_object_get(limits, "state_mb"))
+		r = api_error_set(e, API_ERR_UNKNOWN_FIELD, "limits.state_mb",
+				  "limits.state_mb is for tasks: a sandbox has no /state");
 	if (r == 0 && !task)
 		r = -ENOMEM;
 	if (r == 0 && (set_part(task, "limits", root) < 0 || set_part(task, "env", root) < 0 ||
@@ -78,6 +81,8 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 	if (r == 0) {
 		/* keep env and limits of the canonical task spec; metadata apart */
 		json_t *spec = json_loads(tr.spec_json, 0, NULL);
+		/* the task parser filled in a /state size; a sandbox has none */
+		(void)json_object_del(json_object_get(spec, "limits"), "state_mb");
 		json_t *out = spec ? json_pack("{s:O, s:O}", "env", json_object_get(spec, "env"),
 					       "limits", json_object_get(spec, "limits"))
 				   : NULL;

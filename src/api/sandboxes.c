@@ -223,7 +223,7 @@ int api_sandboxes_create(struct api_call *c)
 	int r = sandbox_request_parse(c->req->body, c->req->body_len, &sr, c->err);
 	if (r < 0)
 		return r;
-	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, sr.pids)) < 0) {
+	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0) {
 		sandbox_request_release(&sr);
 		return r;
 	}

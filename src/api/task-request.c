@@ -17,15 +17,15 @@
 
 _Static_assert(TASK_REQUEST_TIMEOUT_MAX_S * 1000ULL == SPEC_TIMEOUT_MAX_MS, "one timeout limit");
 /* The largest legitimate body in values, as task-request.h counts it. */
-_Static_assert(TASK_REQUEST_VALUES_MAX >= 1 + (1 + SPEC_ARGV_MAX) + (1 + 5) + (1 + SPEC_ENV_MAX) +
+_Static_assert(TASK_REQUEST_VALUES_MAX >= 1 + (1 + SPEC_ARGV_MAX) + (1 + 6) + (1 + SPEC_ENV_MAX) +
 					      (1 + TASK_REQUEST_FILES_MAX) + 1 + (1 + 4) +
 					      (TASK_REQUEST_METADATA_MAX + 1) / 2,
 	       "the values of a body bound the largest legitimate one");
 
 static const char *const top_fields[] = {"command",	 "limits",   "env",	 "files",
 					 "max_attempts", "retry_on", "metadata", NULL};
-static const char *const limit_fields[] = {"memory_mb", "cpus",	     "pids",
-					   "disk_mb",	"timeout_s", NULL};
+static const char *const limit_fields[] = {"memory_mb", "cpus",	     "pids", "disk_mb",
+					   "state_mb",	"timeout_s", NULL};
 
 int task_request_check_unknown(json_t *obj, const char *parent, const char *const *known,
 			       struct api_error *e)
@@ -118,6 +118,10 @@ static int parse_limits(json_t *lim, struct task_request *r, json_t *out, struct
 
 	ret = get_mb(lim, "disk_mb", SPEC_DISK_MIN, SPEC_DISK_MAX, SPEC_DEFAULT_DISK,
 		     &r->disk_bytes, out, e);
+	if (ret < 0)
+		return ret;
+	ret = get_mb(lim, "state_mb", SPEC_STATE_MIN, SPEC_STATE_MAX, SPEC_DEFAULT_STATE,
+		     &r->state_bytes, out, e);
 	if (ret < 0)
 		return ret;
 

@@ -12,7 +12,7 @@
  * The canonical spec_json has every default filled in, so the supervisor
  * never applies a default itself:
  *	{"command":[...],"env":{...},"files":{...},"limits":{"cpus":1,
- *	 "disk_mb":1024,"memory_mb":512,"pids":256,"timeout_s":null},
+ *	 "disk_mb":1024,"memory_mb":512,"pids":256,"state_mb":256,"timeout_s":null},
  *	 "max_attempts":1,"metadata":{},"retry_on":["lost"]}
  * compact, keys sorted, in json-util.h's canonical form. It is itself a
  * valid request, and parsing it gives it back byte for byte. No string in
@@ -42,11 +42,11 @@
  * no longer than the body. VALUES_MAX (root, array elements and object
  * members, nested ones included) is the largest legitimate task body
  * rounded up to a power of two: the root; command and its SPEC_ARGV_MAX
- * items; limits and its 5 members; env and its SPEC_ENV_MAX entries;
+ * items; limits and its 6 members; env and its SPEC_ENV_MAX entries;
  * files and its TASK_REQUEST_FILES_MAX entries; max_attempts; retry_on
  * and its 4 names; and metadata, whose compact JSON of at most
  * TASK_REQUEST_METADATA_MAX bytes holds at most half as many values (each
- * takes a byte and a comma or bracket): 12,624 in all (task-request.c
+ * takes a byte and a comma or bracket): 12,625 in all (task-request.c
  * asserts it). Every other body takes a part of these fields.
  */
 #define TASK_REQUEST_DEPTH_MAX	     64		       /* nesting of the whole body */
@@ -80,8 +80,9 @@ struct task_request {
 	uint64_t memory_bytes; /* from memory_mb */
 	uint64_t cpu_milli;    /* from cpus, rounded to the nearest 0.001 */
 	uint64_t pids;
-	uint64_t disk_bytes; /* from disk_mb */
-	uint64_t timeout_ms; /* from timeout_s, rounded to the ms (at least 1); 0 = none */
+	uint64_t disk_bytes;  /* from disk_mb */
+	uint64_t state_bytes; /* from state_mb: the task's /state image */
+	uint64_t timeout_ms;  /* from timeout_s, rounded to the ms (at least 1); 0 = none */
 
 	const char **env; /* nenv "KEY=VALUE" strings, sorted by key, + NULL */
 	size_t nenv;

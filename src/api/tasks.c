@@ -37,7 +37,8 @@ int api_tasks_create(struct api_call *c)
 	int r = task_request_parse(c->req->body, c->req->body_len, &tr, c->err);
 	if (r < 0)
 		return r;
-	if ((r = api_check_host_limits(c, tr.memory_bytes, tr.disk_bytes, tr.pids)) < 0) {
+	if ((r = api_check_host_limits(c, tr.memory_bytes, tr.disk_bytes, tr.state_bytes,
+				       tr.pids)) < 0) {
 		task_request_release(&tr);
 		return r;
 	}

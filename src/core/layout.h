@@ -9,8 +9,10 @@
  *   <state>/agentbox.db                     the SQLite store (store.h)
  *   <state>/daemon.lock, token              the daemon's lock; the TCP token
  *   <state>/tasks/<task id>/                one durable task
- *       state/                              its /state checkpoint, kept
+ *       state.img                           its /state, an ext4 image kept
  *                                           from one attempt to the next
+ *                                           (supervisor/state.h; a task
+ *                                           older than images: state/)
  *       attempt-<N>/                        attempt N (supervisor/attempt.h):
  *           attempt.json                    what to run (the scheduler)
  *           lock, supervisor                the supervisor's lock and pid file
@@ -42,8 +44,10 @@
 #define LAYOUT_SANDBOXES   "sandboxes"
 
 /* Names in a task's directory. */
-#define LAYOUT_TASK_STATE     "state"
-#define LAYOUT_ATTEMPT_PREFIX "attempt-"
+#define LAYOUT_TASK_STATE	"state" /* a directory: tasks older than images */
+#define LAYOUT_TASK_STATE_IMAGE "state.img"
+#define LAYOUT_TASK_STATE_TEMP	"state.img.tmp"
+#define LAYOUT_ATTEMPT_PREFIX	"attempt-"
 
 /* Names in an attempt's directory. */
 #define LAYOUT_ATTEMPT_JSON   "attempt.json"

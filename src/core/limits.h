@@ -19,6 +19,8 @@
 #define SPEC_PIDS_MAX	     1000000ULL
 #define SPEC_DISK_MIN	     (1ULL << 20) /* 1 MiB */
 #define SPEC_DISK_MAX	     (1ULL << 40)
+#define SPEC_STATE_MIN	     (1ULL << 20) /* a task's /state image (supervisor/state.h) */
+#define SPEC_STATE_MAX	     (1ULL << 40)
 #define SPEC_TIMEOUT_MAX_MS  (30ULL * 86400 * 1000) /* 30 days */
 #define SPEC_ARGV_MAX	     4096		    /* arguments in the command */
 #define SPEC_ENV_MAX	     256		    /* --env entries */
@@ -33,6 +35,7 @@
 #define SPEC_DEFAULT_CPU_MILLI 1000ULL
 #define SPEC_DEFAULT_PIDS      256ULL
 #define SPEC_DEFAULT_DISK      (1ULL << 30)
+#define SPEC_DEFAULT_STATE     (256ULL << 20)
 #define SPEC_DEFAULT_WORKDIR   "/workspace"
 #define SPEC_DEFAULT_PATH      "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin"
 #define SPEC_DEFAULT_LANG      "C.UTF-8"

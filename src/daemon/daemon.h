@@ -46,6 +46,15 @@
 /* Connections one address may hold on the TCP listener (the unix socket: no limit). */
 #define DAEMON_TCP_PER_ADDRESS_MAX 64
 
+/*
+ * The most resident memory agentboxd holds under any load (docs/SECURITY.md,
+ * "Resource bounds"): threads for DAEMON_CONNECTIONS_MAX connections on
+ * each listener, DAEMON_BODIES_MAX of request bodies and their parse, the
+ * stores, one SERVER_FILE_BLOCK per download. The soak test holds the
+ * daemon to it, and oom_score_adj is set from it (main.c).
+ */
+#define DAEMON_RSS_CEILING_MB 512
+
 struct daemon_config {
 	const char *socket_path;
 	const char *state_dir;

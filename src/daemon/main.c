@@ -315,6 +315,11 @@ static int check_host(const struct daemon *d)
 			    strerror(errno));
 	if (access(d->cfg.shim_path, X_OK) != 0)
 		return fail("cannot run the shim %s: %s", d->cfg.shim_path, strerror(errno));
+	/* a task's /state is an image on a loop device (supervisor/state.h) */
+	if (access("/dev/loop-control", F_OK) != 0)
+		fprintf(stderr,
+			"agentboxd: warning: no /dev/loop-control: tasks will fail to start "
+			"(load the loop module)\n");
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "base/fileio.h"
 #include "runtime/cgroup.h"
 #include "runtime/launch-internal.h"
+#include "runtime/loopfs.h"
 #include "runtime/uidrange.h"
 
 #include <errno.h>
@@ -276,9 +277,17 @@ static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct lau
 	if (stat(v->host, &st) < 0)
 		return error_set_errno(err, errno, "--volume %s", v->host);
 	_cleanup_close_ int tree =
-	    open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	    v->image ? loopfs_mount(v->host, err)
+		     : open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0 && v->image)
+		return tree;
 	if (tree < 0)
 		return error_set_errno(err, errno, "--volume %s: cannot clone the mount", v->host);
+	if (v->image) { /* the owner that counts is the image root's, inside it */
+		st.st_uid = LOOPFS_ROOT_UID;
+		st.st_gid = LOOPFS_ROOT_GID;
+		st.st_mode = S_IFDIR;
+	}
 	struct mount_attr attr = {
 	    .attr_set =
 		MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->read_only ? MOUNT_ATTR_RDONLY : 0),
@@ -291,6 +300,10 @@ static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct lau
 		if (mount_setattr(tree, "", AT_EMPTY_PATH, &idmapped, sizeof(idmapped)) == 0)
 			goto done;
 	}
+	/* an image's files would belong to no one inside: no fallback */
+	if (v->image)
+		return error_set_errno(err, userns < 0 ? -userns : errno,
+				       "%s: cannot map its owner to the sandbox user", v->host);
 	/* No id-mapped mounts here: the sandbox gets the directory's "other" permissions. */
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 		return error_set_errno(err, errno, "--volume %s: cannot set mount flags", v->host);

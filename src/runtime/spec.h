@@ -39,6 +39,12 @@ struct volume {
 	const char *host;   /* absolute host path: a directory, a file or a FIFO */
 	const char *target; /* absolute path inside the sandbox */
 	bool read_only;
+	/*
+	 * host is a file system image (loopfs.h): its file system is mounted
+	 * at target, its root (owned by LOOPFS_ROOT_UID on disk) owned by the
+	 * sandbox user. Set by launchers, never by a user's --volume.
+	 */
+	bool image;
 };
 
 /* A file created in the sandbox before the command starts, owned by it. */

@@ -5,6 +5,7 @@
 #include "base/json-cleanup.h"
 #include "core/layout.h"
 #include "supervisor/spec-json.h"
+#include "supervisor/state.h"
 #include "supervisor/supervise.h"
 
 #include <errno.h>
@@ -110,10 +111,17 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
 	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
 		return r;
-	/* <task dir>/state is /state; the FIFO in this directory is the progress channel */
-	snprintf(a->state_dir, sizeof(a->state_dir), "%s/../" LAYOUT_TASK_STATE, dir);
+	/* the task's state image is /state; the FIFO in this directory is the progress channel */
+	char task_dir[1024];
+	bool image;
+	snprintf(task_dir, sizeof(task_dir), "%s/..", dir);
+	a->state_bytes = spec_json_state_bytes(json_object_get(spec, "limits"));
+	if ((r = state_prepare(task_dir, a->state_bytes, a->state_path, sizeof(a->state_path),
+			       &image, err)) < 0)
+		return r;
 	snprintf(a->progress_fifo, sizeof(a->progress_fifo), "%s/progress", dir);
-	a->volumes[0] = (struct volume){.host = a->state_dir, .target = ATTEMPT_STATE_TARGET};
+	a->volumes[0] =
+	    (struct volume){.host = a->state_path, .target = ATTEMPT_STATE_TARGET, .image = image};
 	a->volumes[1] =
 	    (struct volume){.host = a->progress_fifo, .target = ATTEMPT_PROGRESS_TARGET};
 	a->spec.volumes = NULL;

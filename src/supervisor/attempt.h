@@ -2,7 +2,8 @@
  * attempt.h - the files of one task attempt, as the daemon and the
  * supervisor share them. The layout is the protocol between the two:
  *
- *   <state>/tasks/<task id>/state/          the task's /state, kept across attempts
+ *   <state>/tasks/<task id>/state.img       the task's /state, kept across attempts
+ *                                           (supervisor/state.h)
  *   <state>/tasks/<task id>/attempt-<N>/    one attempt (this directory):
  *       attempt.json   written by the daemon before it starts the supervisor:
  *                      {"task_id": ..., "attempt": N, "spec": <the task's spec>}
@@ -40,12 +41,17 @@ struct attempt {
 	char **argv;		 /* owned, NULL-terminated */
 	char **env;		 /* owned "KEY=VALUE", spec.env points at these */
 	struct spec_file *files; /* owned */
-	char state_dir[1024];	 /* host side of /state */
+	char state_path[1024];	 /* host side of /state: its image (state.h) */
+	uint64_t state_bytes;	 /* limits.state_mb */
 	char progress_fifo[1024];
 	struct volume volumes[2];
 };
 
-/* Load dir/attempt.json (dir is absolute) into a. 0 or -errno with err. */
+/*
+ * Load dir/attempt.json (dir is absolute) into a, and make the task's
+ * /state ready for it (state_prepare(): the image is made before the
+ * first attempt). 0 or -errno with err.
+ */
 int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *err);
 
 void attempt_release(struct attempt *a);

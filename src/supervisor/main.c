@@ -177,12 +177,6 @@ static int run(const char *dir, const sigset_t *cancel)
 		note("%s", err.msg);
 		return 1;
 	}
-	char state[2048];
-	snprintf(state, sizeof(state), "%s/../" LAYOUT_TASK_STATE, dir);
-	if (mkdir(state, 0700) < 0 && errno != EEXIST) {
-		note("%s: %s", state, strerror(errno));
-		return 1;
-	}
 	int out_w = open_channels(&s);
 	if (out_w < 0) {
 		note("cannot open the attempt's files: %s", strerror(-out_w));

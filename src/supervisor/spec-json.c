@@ -26,6 +26,11 @@ void spec_json_limits(const json_t *limits, struct spec *s)
 		s->timeout_ms = (uint64_t)llround(json_number_value(t) * 1000.0);
 }
 
+uint64_t spec_json_state_bytes(const json_t *limits)
+{
+	return limit_u64(limits, "state_mb", SPEC_DEFAULT_STATE >> 20) << 20;
+}
+
 int spec_json_env(const json_t *env, size_t extra, const char *where, char ***ret,
 		  struct error *err)
 {

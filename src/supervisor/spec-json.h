@@ -19,6 +19,9 @@
 /* Set s's limits from limits (an object, or NULL for the defaults). */
 void spec_json_limits(const json_t *limits, struct spec *s);
 
+/* A task's limits.state_mb in bytes (SPEC_DEFAULT_STATE without one). */
+uint64_t spec_json_state_bytes(const json_t *limits);
+
 /*
  * Turn env (an object of strings, or NULL) into "KEY=VALUE" strings, in a
  * NULL-terminated array with room for extra more entries before its NULL.

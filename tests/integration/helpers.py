@@ -64,3 +64,42 @@ def descendants(pid):
             out.append(c)
             todo.append(c)
     return out
+
+
+def image_file(image, path):
+    """The bytes of path inside an ext4 image, read without mounting it
+    (debugfs, from e2fsprogs); None when it is not there."""
+    import subprocess
+    p = subprocess.run(["debugfs", "-R", f"cat {path}", str(image)], capture_output=True)
+    if b"File not found" in p.stderr:
+        return None
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def image_ls(image, path="/"):
+    """{name: mode} of a directory inside an ext4 image (debugfs ls -p)."""
+    import subprocess
+    p = subprocess.run(["debugfs", "-R", f"ls -p {path}", str(image)], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    out = {}
+    for line in p.stdout.splitlines():  # /ino/mode/uid/gid/name/size/
+        f = line.strip().split("/")
+        if len(f) >= 6 and f[5] not in (".", ".."):
+            out[f[5]] = int(f[2], 8)
+    return out
+
+
+def loops_of(image):
+    """The loop devices bound to the file image now."""
+    out = []
+    for dev in os.listdir("/sys/block"):
+        try:
+            with open(f"/sys/block/{dev}/loop/backing_file") as f:
+                backing = f.read().strip()
+        except OSError:
+            continue  # not a loop device, or not bound
+        if backing == os.path.realpath(image):
+            out.append(dev)
+    return out

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import helpers
 from conftest import BUILD
 
 SUPERVISOR = os.path.join(BUILD, "src", "supervisor", "agentbox-supervisor")
@@ -59,7 +60,7 @@ def test_success_with_progress_files_env_and_state(tmp_path):
     assert (adir / "output").read_text() == "tsk_0000000000000000000000test 1 bar\nhello\n"
     assert int((adir / "output.len").read_text()) == len((adir / "output").read_bytes())
     assert int((adir / "events.len").read_text()) == len((adir / "events").read_bytes())
-    assert (adir.parent / "state" / "checkpoint").read_text() == "3"
+    assert helpers.image_file(adir.parent / "state.img", "/checkpoint") == b"3"
     pid, start = (adir / "supervisor").read_text().split()
     assert int(pid) > 0 and int(start) > 0
 

@@ -324,7 +324,7 @@ static void test_create_and_get(void **state)
 	free(s);
 	s = json_dumps(json_object_get(t, "limits"), JSON_COMPACT);
 	assert_string_equal(s, "{\"cpus\":0.5,\"disk_mb\":1024,\"memory_mb\":512,\"pids\":256,"
-			       "\"timeout_s\":null}");
+			       "\"state_mb\":256,\"timeout_s\":null}");
 	free(s);
 	s = json_dumps(json_object_get(t, "retry_on"), JSON_COMPACT);
 	assert_string_equal(s, "[\"lost\"]");

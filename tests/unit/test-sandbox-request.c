@@ -88,6 +88,7 @@ static void test_create_errors(void **state)
 	create_bad("{\"colour\":1}", API_ERR_UNKNOWN_FIELD, "colour");
 	create_bad("{\"command\":[\"x\"]}", API_ERR_UNKNOWN_FIELD, "command");
 	create_bad("{\"limits\":{\"timeout_s\":3}}", API_ERR_UNKNOWN_FIELD, "limits.timeout_s");
+	create_bad("{\"limits\":{\"state_mb\":8}}", API_ERR_UNKNOWN_FIELD, "limits.state_mb");
 	create_bad("{\"limits\":{\"memory_mb\":1}}", API_ERR_INVALID_FIELD, "limits.memory_mb");
 	create_bad("{\"limits\":{\"memroy_mb\":1}}", API_ERR_UNKNOWN_FIELD, "limits.memroy_mb");
 	create_bad("{\"timeout_s\":0}", API_ERR_INVALID_FIELD, "timeout_s");

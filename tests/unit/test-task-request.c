@@ -21,7 +21,8 @@
 
 #define DEFAULT_SPEC                                                                               \
 	"{\"command\":[\"true\"],\"env\":{},\"files\":{},\"limits\":{\"cpus\":1,\"disk_mb\":1024," \
-	"\"memory_mb\":512,\"pids\":256,\"timeout_s\":null},\"max_attempts\":1,\"metadata\":{},"   \
+	"\"memory_mb\":512,\"pids\":256,\"state_mb\":256,\"timeout_s\":null},\"max_attempts\":1,"  \
+	"\"metadata\":{},"                                                                         \
 	"\"retry_on\":[\"lost\"]}"
 
 static void parse_ok_n(const char *body, size_t len, struct task_request *r)
@@ -90,6 +91,7 @@ static const char full_body[] =
     "            \"/workspace/dir/a.txt\": \"\"},\n"
     " \"env\": {\"Z\": \"last\", \"A1\": \"1\", \"A\": \"a=b\", \"_x\": \"\"},\n"
     " \"limits\": {\"timeout_s\": 1.5, \"disk_mb\": 2048, \"pids\": 10, \"cpus\": 0.25,\n"
+    "            \"state_mb\": 32,\n"
     "            \"memory_mb\": 64},\n"
     " \"command\": [\"python3\", \"-c\", \"print('h\\u00e9')\"]}";
 
@@ -97,7 +99,8 @@ static const char full_spec[] =
     "{\"command\":[\"python3\",\"-c\",\"print('h\xc3\xa9')\"],\"env\":{\"A\":\"a=b\","
     "\"A1\":\"1\",\"Z\":\"last\",\"_x\":\"\"},\"files\":{\"/tmp/a\":\"x\\ty\","
     "\"/workspace/b.py\":\"print(1)\\n\",\"/workspace/dir/a.txt\":\"\"},\"limits\":"
-    "{\"cpus\":0.25,\"disk_mb\":2048,\"memory_mb\":64,\"pids\":10,\"timeout_s\":1.5},"
+    "{\"cpus\":0.25,\"disk_mb\":2048,\"memory_mb\":64,\"pids\":10,\"state_mb\":32,"
+    "\"timeout_s\":1.5},"
     "\"max_attempts\":3,\"metadata\":{\"a\":{\"n\":null,\"nested\":true},\"z\":[1,2.5,"
     "\"\xc3\xa9\"]},\"retry_on\":[\"failed\",\"oom_killed\",\"lost\"]}";
 
@@ -110,6 +113,7 @@ static void check_full(const struct task_request *r)
 	assert_int_equal(r->cpu_milli, 250);
 	assert_int_equal(r->pids, 10);
 	assert_int_equal(r->disk_bytes, 2048ULL << 20);
+	assert_int_equal(r->state_bytes, 32ULL << 20);
 	assert_int_equal(r->timeout_ms, 1500);
 	assert_int_equal(r->nenv, 4); /* sorted by name */
 	assert_string_equal(r->env[0], "A=a=b");
@@ -210,23 +214,26 @@ static void test_limits_rounding(void **state)
 	task_request_release(&r);
 
 	parse_ok("{\"command\":[\"a\"],\"limits\":{\"cpus\":2,\"timeout_s\":60,\"memory_mb\":4,"
-		 "\"pids\":1,\"disk_mb\":1}}",
+		 "\"pids\":1,\"disk_mb\":1,\"state_mb\":1}}",
 		 &r);
 	assert_non_null(strstr(r.spec_json, "{\"cpus\":2,\"disk_mb\":1,\"memory_mb\":4,\"pids\":1,"
-					    "\"timeout_s\":60}"));
+					    "\"state_mb\":1,\"timeout_s\":60}"));
+	assert_int_equal(r.state_bytes, SPEC_STATE_MIN);
 	assert_int_equal(r.timeout_ms, 60000);
 	assert_int_equal(r.memory_bytes, SPEC_MEMORY_MIN);
 	assert_int_equal(r.disk_bytes, SPEC_DISK_MIN);
 	task_request_release(&r);
 
-	parse_ok("{\"command\":[\"a\"],\"limits\":{\"cpus\":1024,\"timeout_s\":2592000,"
-		 "\"memory_mb\":1048576,\"pids\":1000000,\"disk_mb\":1048576}}",
-		 &r);
+	parse_ok(
+	    "{\"command\":[\"a\"],\"limits\":{\"cpus\":1024,\"timeout_s\":2592000,"
+	    "\"memory_mb\":1048576,\"pids\":1000000,\"disk_mb\":1048576,\"state_mb\":1048576}}",
+	    &r);
 	assert_int_equal(r.cpu_milli, SPEC_CPU_MILLI_MAX);
 	assert_int_equal(r.timeout_ms, SPEC_TIMEOUT_MAX_MS);
 	assert_int_equal(r.memory_bytes, SPEC_MEMORY_MAX);
 	assert_int_equal(r.pids, SPEC_PIDS_MAX);
 	assert_int_equal(r.disk_bytes, SPEC_DISK_MAX);
+	assert_int_equal(r.state_bytes, SPEC_STATE_MAX);
 	task_request_release(&r);
 
 	parse_ok("{\"command\":[\"a\"],\"limits\":{\"cpus\":0.01,\"timeout_s\":null}}", &r);
@@ -304,6 +311,9 @@ static const struct {
     {CMD "\"limits\":{\"pids\":1.5}}", API_ERR_INVALID_FIELD, "limits.pids"},
     {CMD "\"limits\":{\"disk_mb\":0}}", API_ERR_INVALID_FIELD, "limits.disk_mb"},
     {CMD "\"limits\":{\"disk_mb\":1048577}}", API_ERR_INVALID_FIELD, "limits.disk_mb"},
+    {CMD "\"limits\":{\"state_mb\":0}}", API_ERR_INVALID_FIELD, "limits.state_mb"},
+    {CMD "\"limits\":{\"state_mb\":1048577}}", API_ERR_INVALID_FIELD, "limits.state_mb"},
+    {CMD "\"limits\":{\"state_mb\":\"8\"}}", API_ERR_INVALID_FIELD, "limits.state_mb"},
     {CMD "\"limits\":{\"timeout_s\":0}}", API_ERR_INVALID_FIELD, "limits.timeout_s"},
     {CMD "\"limits\":{\"timeout_s\":-1}}", API_ERR_INVALID_FIELD, "limits.timeout_s"},
     {CMD "\"limits\":{\"timeout_s\":2592000.5}}", API_ERR_INVALID_FIELD, "limits.timeout_s"},
