@@ -20,6 +20,7 @@
 #include "store/store.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #define DAEMON_SOCKET_DEFAULT	 "/run/agentbox/agentbox.sock"
@@ -49,11 +50,18 @@
 /*
  * The most resident memory agentboxd holds under any load (docs/SECURITY.md,
  * "Resource bounds"): threads for DAEMON_CONNECTIONS_MAX connections on
- * each listener, DAEMON_BODIES_MAX of request bodies and their parse, the
+ * each listener, DAEMON_BODIES_MAX_MB of request bodies and their parse, the
  * stores, one SERVER_FILE_BLOCK per download. The soak test holds the
  * daemon to it, and oom_score_adj is set from it (main.c).
  */
 #define DAEMON_RSS_CEILING_MB 512
+/*
+ * Request bodies held at once, all connections together (server.c): a
+ * body takes its share when its Content-Length is known, before it is
+ * read, or chunk by chunk; past this, 503 busy. Eight bodies of
+ * API_BODY_MAX; jansson's tree of one is at most about twice its size.
+ */
+#define DAEMON_BODIES_MAX_MB 32
 
 struct daemon_config {
 	const char *socket_path;
@@ -84,6 +92,7 @@ struct daemon {
 	struct fleet *fleet; /* the interactive sandboxes (fleet/fleet.h) */
 	struct sched *sched; /* the scheduler, driven by its own thread */
 	volatile int stopping;
+	atomic_size_t bodies; /* bytes of request bodies held now (DAEMON_BODIES_MAX_MB) */
 };
 
 int store_pool_init(struct store_pool *p, const char *db_path, struct error *err);

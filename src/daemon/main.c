@@ -323,8 +323,23 @@ static int check_host(const struct daemon *d)
 	return 0;
 }
 
+/*
+ * The OOM score adjustment that keeps our promise and no more: the kernel
+ * scores a process by its share of memory (in thousandths) plus this. At
+ * -(DAEMON_RSS_CEILING_MB in thousandths of the host's memory), the daemon
+ * scores 0 up to its ceiling, so below it any other process is taken first,
+ * and above it (a broken promise) it is taken like any other.
+ */
+static int daemon_oom_score_adj(uint64_t host_memory)
+{
+	uint64_t ceiling = (uint64_t)DAEMON_RSS_CEILING_MB << 20;
+	if (!host_memory || ceiling >= host_memory)
+		return -1000;
+	return -(int)((ceiling * 1000 + host_memory - 1) / host_memory);
+}
+
 /* The process's own settings: file mode mask, signals, fd limit, OOM score. */
-static void prepare_process(void)
+static void prepare_process(uint64_t host_memory)
 {
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
@@ -334,8 +349,12 @@ static void prepare_process(void)
 		nofile.rlim_cur = nofile.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &nofile);
 	}
-	/* The daemon holds the record of every task: the OOM killer takes a sandbox first. */
-	(void)write_file_at(AT_FDCWD, "/proc/self/oom_score_adj", "-1000");
+	char adj[16];
+	snprintf(adj, sizeof(adj), "%d", daemon_oom_score_adj(host_memory));
+	int r = write_file_at(AT_FDCWD, "/proc/self/oom_score_adj", adj);
+	if (r < 0) /* lowering it takes CAP_SYS_RESOURCE, which some containers drop */
+		fprintf(stderr, "agentboxd: warning: cannot set oom_score_adj to %s: %s\n", adj,
+			strerror(-r));
 }
 
 /*
@@ -511,7 +530,7 @@ int main(int argc, char **argv)
 	uint64_t host_memory;
 	default_host_limits(&d.cfg.host, &host_memory);
 	default_admission(&d.cfg, host_memory);
-	prepare_process();
+	prepare_process(host_memory);
 
 	struct run run = {.state_lock = -1};
 	struct error err = {0};

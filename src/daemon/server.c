@@ -12,6 +12,7 @@
  * daemon.h are set per connection as a request moves on.
  */
 #include "base/fileio.h"
+#include "base/parse.h"
 #include "daemon/daemon.h"
 #include "daemon/stream.h"
 
@@ -28,6 +29,8 @@
 
 /* Bytes a file download reads at a time. */
 #define SERVER_FILE_BLOCK (64u * 1024)
+/* The most of one body read (and dropped past API_BODY_MAX) before the connection is closed. */
+#define SERVER_BODY_READ_MAX (2u * API_BODY_MAX)
 
 struct listener {
 	struct daemon *d;
@@ -39,8 +42,42 @@ struct listener {
 struct request_state {
 	char *body;
 	size_t len;
+	size_t reserved;	   /* of d->bodies (DAEMON_BODIES_MAX_MB): what body may hold */
+	size_t received;	   /* bytes of the body read, kept or not */
+	bool busy;		   /* the budget had no room: the body is dropped, 503 at its end */
 	struct api_upload *upload; /* PUT .../files: the body goes there */
 };
+
+/* Take n more bytes of the daemon's body budget; false when they do not fit. */
+static bool reserve_body(struct daemon *d, struct request_state *rs, size_t n)
+{
+	size_t held = atomic_fetch_add(&d->bodies, n);
+	if (held + n > (size_t)DAEMON_BODIES_MAX_MB << 20) {
+		atomic_fetch_sub(&d->bodies, n);
+		return false;
+	}
+	rs->reserved += n;
+	return true;
+}
+
+static void release_body(struct daemon *d, struct request_state *rs)
+{
+	atomic_fetch_sub(&d->bodies, rs->reserved);
+	rs->reserved = 0;
+	free(rs->body);
+	rs->body = NULL;
+}
+
+/* A body of the length the client announced, reserved before it is sent. */
+static bool reserve_announced(struct daemon *d, struct MHD_Connection *c, struct request_state *rs)
+{
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+	uint64_t n = 0;
+	if (!cl || parse_u64(cl, &n) < 0 || n == 0)
+		return true; /* no body, or chunked: reserved as it comes */
+	/* one byte past the limit, so the API can answer 413 */
+	return reserve_body(d, rs, n > API_BODY_MAX ? API_BODY_MAX + 1 : (size_t)n);
+}
 
 static void on_task_submitted(void *data)
 {
@@ -410,6 +447,18 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 	return rs->upload ? MHD_YES : MHD_NO;
 }
 
+/* 503 busy, and close: the daemon holds as many bodies as it may. */
+static enum MHD_Result answer_busy(struct MHD_Connection *c)
+{
+	struct api_response resp = {0};
+	if (api_error_response(&resp, API_ERR_BUSY, NULL,
+			       "the server holds as many request bodies as it may; try again") < 0)
+		resp.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+	enum MHD_Result ok = send_body(c, &resp, true);
+	api_response_release(&resp);
+	return ok;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -429,6 +478,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		set_timeout(c, DAEMON_IDLE_TIMEOUT_S); /* the header is in: the body may come */
 		if (strcmp(method, "PUT") == 0)
 			return begin_upload(l, c, url, method, rs);
+		if (!reserve_announced(l->d, c, rs)) {
+			const char *expect =
+			    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+			/* asked before it is sent: the body never comes; else it is dropped */
+			if (expect && strcasecmp(expect, "100-continue") == 0)
+				return answer_busy(c);
+			rs->busy = true;
+		}
 		return MHD_YES;
 	}
 	if (rs->upload) {
@@ -443,20 +500,37 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return ok;
 	}
 	if (*upload_data_size) {
-		/* keep one byte past the limit, so the API can answer 413 */
+		/*
+		 * Keep one byte past the limit, so the API can answer 413. What
+		 * is not kept (past the limit, or past the budget) is read and
+		 * dropped, since libmicrohttpd answers only once the body is in;
+		 * but not without end.
+		 */
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		rs->received += n;
+		if (rs->received > SERVER_BODY_READ_MAX)
+			return MHD_NO;
 		size_t room = API_BODY_MAX + 1 - rs->len;
-		size_t take = *upload_data_size < room ? *upload_data_size : room;
+		size_t take = rs->busy ? 0 : n < room ? n : room;
+		if (take && rs->len + take > rs->reserved &&
+		    !reserve_body(l->d, rs, rs->len + take - rs->reserved)) {
+			rs->busy = true;
+			release_body(l->d, rs);
+			rs->len = take = 0;
+		}
 		if (take) {
-			char *n = realloc(rs->body, rs->len + take);
-			if (!n)
+			char *b = realloc(rs->body, rs->len + take);
+			if (!b)
 				return MHD_NO;
-			memcpy(n + rs->len, upload_data, take);
-			rs->body = n;
+			memcpy(b + rs->len, upload_data, take);
+			rs->body = b;
 			rs->len += take;
 		}
-		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (rs->busy)
+		return answer_busy(c);
 
 	struct query_buf q = {.len = 0};
 	struct api_request req;
@@ -476,13 +550,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	(void)cls;
 	(void)toe;
 	struct request_state *rs = *con_cls;
 	set_timeout(c, DAEMON_HEADER_TIMEOUT_S); /* kept alive: the next header, or close */
 	if (rs) {
 		api_upload_free(rs->upload);
-		free(rs->body);
+		release_body(cls, rs);
 		free(rs);
 	}
 	*con_cls = NULL;
@@ -504,7 +577,7 @@ int server_start(struct daemon *d, int listen_fd, const char *token, struct list
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
 		MHD_USE_ERROR_LOG,
 	    0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, d, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)DAEMON_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	    (unsigned)(tcp ? DAEMON_TCP_PER_ADDRESS_MAX : 0), MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)DAEMON_HEADER_TIMEOUT_S, MHD_OPTION_END);

@@ -8,13 +8,14 @@ address is the daemon's unix socket.
 import base64
 import json
 import os
+import re
 import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import AGENTBOX
+from conftest import AGENTBOX, ROOT
 from daemon import Daemon, UnixHTTPConnection
 import helpers
 
@@ -310,3 +311,27 @@ def test_the_host_holds_as_many_sandboxes_as_it_may(tmp_path):
             assert d.request("DELETE", f"/v1/sandboxes/{sid}")[0] == 200
     finally:
         d.stop()
+
+
+# ---- 6: the daemon's OOM score matches its memory ceiling -------------------
+
+def test_the_daemons_oom_score_protects_it_only_up_to_its_ceiling(daemon):
+    """At -1000 the kernel killed everything else first, however large
+    the daemon grew; now it scores 0 at its documented ceiling."""
+    with open(os.path.join(ROOT, "src", "daemon", "daemon.h")) as f:
+        ceiling = int(re.search(r"^#define\s+DAEMON_RSS_CEILING_MB\s+(\d+)", f.read(),
+                                re.M).group(1)) << 20
+    with open("/proc/meminfo") as f:
+        total = int(re.search(r"^MemTotal:\s+(\d+) kB", f.read(), re.M).group(1)) << 10
+    expected = -1000 if ceiling >= total else -((ceiling * 1000 + total - 1) // total)
+    with open(f"/proc/{daemon.proc.pid}/status") as f:
+        cap_eff = int(re.search(r"^CapEff:\s+([0-9a-f]+)", f.read(), re.M).group(1), 16)
+    if not cap_eff & (1 << 24):  # CAP_SYS_RESOURCE: without it no one may lower the score
+        with open("/proc/self/oom_score_adj") as f:
+            expected = int(f.read())  # left as the daemon got it
+    with open(f"/proc/{daemon.proc.pid}/oom_score_adj") as f:
+        adj = int(f.read())
+    assert adj == expected and adj > -1000, (adj, expected)
+    rss = int(re.search(r"^VmRSS:\s+(\d+) kB", open(f"/proc/{daemon.proc.pid}/status").read(),
+                        re.M).group(1)) << 10
+    assert rss < ceiling

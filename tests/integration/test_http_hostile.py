@@ -436,3 +436,65 @@ def test_quiet_streams_and_long_requests_outlive_the_idle_timeout(daemon):
     assert out.get("logs") == (200, b"start\nend\n"), out.get("logs")
     status, r = out.get("exec", (None, None))
     assert status == 200 and r["stdout"] == "done\n", r
+
+
+# ---- the bodies the daemon holds at once ----------------------------------
+
+BODIES_MAX = daemon_constant("DAEMON_BODIES_MAX_MB") << 20
+BODY_MAX = 4 << 20  # API_BODY_MAX
+
+
+def held_bodies_fill_the_budget(d, n):
+    """n unix connections that each announced a full-size body and sent
+    one byte of it: each holds its share of the budget."""
+    conns = []
+    for _ in range(n):
+        c = Raw.unix(d)
+        c.send(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n[" % BODY_MAX)
+        conns.append(c)
+    return conns
+
+
+def test_bodies_past_the_budget_are_503_before_they_are_sent(daemon):
+    fit = BODIES_MAX // BODY_MAX  # 8: a body takes what its Content-Length announces
+    held = held_bodies_fill_the_budget(daemon, fit)
+    try:
+        # the budget is full whatever the order the daemon's threads took them in
+        deadline = time.monotonic() + 10
+        while True:
+            c = Raw.unix(daemon)
+            c.send(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % BODY_MAX)
+            status, _, body = c.response()
+            c.close()
+            if status == 503 or time.monotonic() > deadline:
+                break
+        assert status == 503, body
+        assert json.loads(body)["error"]["code"] == "busy"
+        # chunked bodies take their share as they come: 503 once it is gone
+        c = Raw.unix(daemon)
+        c.send(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n")
+        # what is left of the budget is less than one full body: the rest is
+        # read and dropped, and the answer comes at the end of the body
+        for _ in range(BODY_MAX >> 16):
+            c.send(b"%x\r\n" % (1 << 16) + b" " * (1 << 16) + b"\r\n")
+        c.send(b"0\r\n\r\n")
+        status, _, body = c.response()
+        assert (status, json.loads(body)["error"]["code"]) == (503, "busy")
+        c.close()
+        # small requests without a body still pass, and healthz answers
+        assert daemon.request("GET", "/healthz")[0] == 200
+        assert daemon.request("GET", "/v1/tasks")[0] == 200
+    finally:
+        for c in held:
+            c.close()
+    # once the held bodies are gone, a body fits again
+    deadline = time.monotonic() + 10
+    while True:
+        status, body = daemon.request("POST", "/v1/tasks", {"command": ["true"]})
+        if status == 201 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert status == 201, body
