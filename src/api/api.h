@@ -188,6 +188,8 @@ struct api_host_limits {
 	uint64_t memory_bytes;
 	uint64_t disk_bytes;
 	uint64_t pids;
+	/* tasks queued at once: a submit past it is 503 queue_full (0 = no bound) */
+	uint64_t queued_max;
 };
 
 struct api_ctx {

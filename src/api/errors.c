@@ -39,6 +39,7 @@ static const struct {
     [API_ERR_NO_SPACE] = {"no_space", 507},
     [API_ERR_TOO_MANY_REQUESTS] = {"too_many_requests", 429},
     [API_ERR_HOST_FULL] = {"host_full", 503},
+    [API_ERR_QUEUE_FULL] = {"queue_full", 503},
     [API_ERR_BUSY] = {"busy", 503},
 };
 

@@ -45,6 +45,7 @@ enum api_error_code {
 	API_ERR_NO_SPACE,	    /* 507: the sandbox's disk is full */
 	API_ERR_TOO_MANY_REQUESTS,  /* 429: as many requests wait as the daemon allows */
 	API_ERR_HOST_FULL,	    /* 503: the host holds as many sandboxes as it may */
+	API_ERR_QUEUE_FULL,	    /* 503: as many tasks are queued as the daemon keeps */
 	API_ERR_BUSY,		    /* 503: the daemon holds as many request bodies as it may */
 	API_ERR_COUNT
 };

@@ -31,6 +31,28 @@ int api_task_get(struct api_call *c)
 	return respond_task(c, 200);
 }
 
+/*
+ * Is there room in the queue (ctx->host->queued_max)? Counted before the
+ * insert, not with it: submits at the same moment may pass it together,
+ * by at most one each (one per connection).
+ */
+static int check_queue(struct api_call *c, struct error *se)
+{
+	const struct api_host_limits *h = c->ctx->host;
+	uint64_t queued = 0;
+	if (!h || !h->queued_max)
+		return 0;
+	int r = store_task_count(c->ctx->store, TASK_QUEUED, &queued, se);
+	if (r < 0)
+		return r == -ENOMEM ? r : api_error_internal(c->err, -r, se->msg);
+	if (queued >= h->queued_max)
+		return api_error_set(c->err, API_ERR_QUEUE_FULL, NULL,
+				     "%llu tasks are queued, as many as this host keeps waiting; "
+				     "try again when some have started",
+				     (unsigned long long)queued);
+	return 0;
+}
+
 int api_tasks_create(struct api_call *c)
 {
 	struct task_request tr;
@@ -42,11 +64,15 @@ int api_tasks_create(struct api_call *c)
 		task_request_release(&tr);
 		return r;
 	}
+	struct error se = {0};
+	if ((r = check_queue(c, &se)) < 0) {
+		task_request_release(&tr);
+		return r;
+	}
 	struct task t = {.max_attempts = tr.max_attempts,
 			 .retry_on = tr.retry_on,
 			 .created_at = c->now,
 			 .spec_json = tr.spec_json};
-	struct error se = {0};
 	for (int i = 0; i < ID_TRIES; i++) {
 		r = task_id_new(t.id);
 		if (r == 0)

@@ -28,6 +28,8 @@
 #define DAEMON_POOL_SIZE	 8
 #define DAEMON_SANDBOXES_MAX	 1024 /* interactive sandboxes at once, by default */
 #define DAEMON_CONNECTIONS_MAX	 256
+#define DAEMON_QUEUED_MAX	 10000	 /* tasks waiting at once, by default */
+#define DAEMON_QUEUED_LIMIT	 1000000 /* the most --max-queued takes */
 
 /*
  * What one client may hold (server.c). libmicrohttpd's timeouts count the

@@ -61,6 +61,7 @@ static const char usage_text[] =
     "                     'Authorization: Bearer <token>' (see --print-token)\n"
     "  --max-running N    tasks running at once; the rest wait, first in first out\n"
     "                     (default 16)\n"
+    "  --max-queued N     tasks waiting at once (default 10000); more: 503\n"
     "  --pool N           interactive sandboxes kept ready with the default limits\n"
     "                     (default 2 per CPU, at most 64; 0 = none)\n"
     "  --max-memory MB    the most memory one sandbox or task may ask for\n"
@@ -70,8 +71,9 @@ static const char usage_text[] =
     "  --max-pids N       the most pids one may ask for (default: a quarter of\n"
     "                     what all sandboxes together may hold)\n"
     "  --max-sandboxes N  interactive sandboxes at once (default 1024); more: 503\n"
-    "  --max-sandbox-memory MB  their memory limits added up (default: twice the\n"
-    "                     host's memory, as limits are ceilings); more: 503\n"
+    "  --max-sandbox-memory MB  their memory limits and running tasks' added up\n"
+    "                     (default: twice the host's memory, as limits are\n"
+    "                     ceilings); more: 503, and tasks wait in the queue\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
     "  --print-token      print the TCP token (made at first start) and exit\n"
@@ -151,6 +153,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"state-dir", required_argument, NULL, 'd'},
 	    {"listen", required_argument, NULL, 'l'},
 	    {"max-running", required_argument, NULL, 'm'},
+	    {"max-queued", required_argument, NULL, 'Q'},
 	    {"supervisor", required_argument, NULL, 'x'},
 	    {"shim", required_argument, NULL, 'y'},
 	    {"pool", required_argument, NULL, 'P'},
@@ -240,6 +243,14 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			}
 			d->cfg.max_running = (unsigned)v;
 			break;
+		case 'Q':
+			if (parse_u64(optarg, &v) < 0 || v < 1 || v > DAEMON_QUEUED_LIMIT) {
+				fprintf(stderr, "agentboxd: --max-queued: '%s' is not 1..%d\n",
+					optarg, DAEMON_QUEUED_LIMIT);
+				return 2;
+			}
+			d->cfg.host.queued_max = v;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -293,6 +304,8 @@ static void default_host_limits(struct api_host_limits *h, uint64_t *ret_host_me
 		h->disk_bytes = mem_kib << 10;
 	if (!h->pids)
 		h->pids = limits_pids_one(pid_max);
+	if (!h->queued_max)
+		h->queued_max = DAEMON_QUEUED_MAX;
 	*ret_host_memory = mem_kib << 10;
 }
 
@@ -419,16 +432,19 @@ static void log_line(void *data, const char *msg)
  * thread uses it: the tasks' attempts (src/sched) and the interactive
  * sandboxes (src/fleet, which then keeps the pool of the default spec).
  */
+static bool admit_task(void *data, uint64_t memory, bool force)
+{
+	return fleet_admit_task(((struct daemon *)data)->fleet, memory, force);
+}
+
+static void release_task(void *data, uint64_t memory)
+{
+	fleet_release_task(((struct daemon *)data)->fleet, memory);
+}
+
 static int recover(struct daemon *d, struct run *run, struct error *err)
 {
-	struct sched_config sc = {.state_dir = d->cfg.state_dir,
-				  .supervisor_path = d->cfg.supervisor_path,
-				  .max_running = d->cfg.max_running,
-				  .log = log_line};
 	int r;
-	if ((r = sched_new(&sc, run->sched_store, &run->sched, err)) < 0 ||
-	    (r = sched_recover(run->sched, err)) < 0)
-		return r;
 	struct sandbox_request def = {0};
 	struct api_error e = {0};
 	if (sandbox_request_parse("{}", 2, &def, &e) < 0)
@@ -443,9 +459,20 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 				  .sandboxes_max = d->cfg.sandboxes_max,
 				  .memory_max = d->cfg.sandbox_memory_max,
 				  .log = log_line};
-	if ((r = fleet_new(&fc, &d->fleet, err)) < 0)
+	if ((r = fleet_new(&fc, &d->fleet, err)) < 0 ||
+	    (r = fleet_recover(d->fleet, run->sched_store, err)) < 0)
 		return r;
-	return fleet_recover(d->fleet, run->sched_store, err);
+	/* after the fleet: tasks' memory counts against the sandboxes' total */
+	struct sched_config sc = {.state_dir = d->cfg.state_dir,
+				  .supervisor_path = d->cfg.supervisor_path,
+				  .max_running = d->cfg.max_running,
+				  .log = log_line,
+				  .admit = admit_task,
+				  .release = release_task,
+				  .data = d};
+	if ((r = sched_new(&sc, run->sched_store, &run->sched, err)) < 0)
+		return r;
+	return sched_recover(run->sched, err);
 }
 
 /* The scheduler's thread (woken through wake_fd) and the fleet's keeper. */

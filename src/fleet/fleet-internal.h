@@ -33,6 +33,7 @@ struct fleet {
 	size_t n, cap;
 	unsigned admitting;	   /* creates admitted, their member not added yet */
 	uint64_t admitting_memory; /* their memory */
+	uint64_t tasks_memory;	   /* of running tasks: fleet_admit_task() */
 	unsigned waiters;	   /* in all */
 	struct waiters *w;	   /* per sandbox, only those with any */
 	size_t nw, capw;

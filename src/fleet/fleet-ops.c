@@ -106,14 +106,14 @@ static int admit(struct fleet *f, uint64_t memory, struct error *err)
 			sum += f->m[i].memory;
 		}
 	n += f->admitting;
-	sum += f->admitting_memory;
+	sum += f->admitting_memory + f->tasks_memory;
 	if (f->cfg.sandboxes_max && n + 1 > f->cfg.sandboxes_max)
 		r = error_set(err, EDQUOT, "this host holds %u sandboxes, as many as it may",
 			      f->cfg.sandboxes_max);
 	else if (f->cfg.memory_max && sum + memory > f->cfg.memory_max)
 		r = error_set(err, EDQUOT,
-			      "the sandboxes of this host have %llu of their %llu MiB of memory "
-			      "already; %llu more do not fit",
+			      "the sandboxes and tasks of this host have %llu of their %llu MiB "
+			      "of memory already; %llu more do not fit",
 			      (unsigned long long)(sum >> 20),
 			      (unsigned long long)(f->cfg.memory_max >> 20),
 			      (unsigned long long)(memory >> 20));
@@ -123,6 +123,28 @@ static int admit(struct fleet *f, uint64_t memory, struct error *err)
 	}
 	pthread_mutex_unlock(&f->lock);
 	return r;
+}
+
+bool fleet_admit_task(struct fleet *f, uint64_t memory, bool force)
+{
+	uint64_t sum = 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->n; i++)
+		if (!f->m[i].pooled)
+			sum += f->m[i].memory;
+	sum += f->admitting_memory + f->tasks_memory;
+	bool ok = force || !f->cfg.memory_max || sum + memory <= f->cfg.memory_max;
+	if (ok)
+		f->tasks_memory += memory;
+	pthread_mutex_unlock(&f->lock);
+	return ok;
+}
+
+void fleet_release_task(struct fleet *f, uint64_t memory)
+{
+	pthread_mutex_lock(&f->lock);
+	f->tasks_memory -= memory < f->tasks_memory ? memory : f->tasks_memory;
+	pthread_mutex_unlock(&f->lock);
 }
 
 static void admit_end(struct fleet *f, uint64_t memory)

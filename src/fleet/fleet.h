@@ -89,7 +89,8 @@ struct fleet_config {
 	const char *default_spec_json; /* the canonical spec of the default limits */
 	unsigned pool_size;	       /* 0 = no pool */
 	/* Admission: the most sandboxes handed out at once, and the most
-	 * their memory limits may add up to (0 = no bound). The warm pool
+	 * their memory limits, with those of running tasks
+	 * (fleet_admit_task()), may add up to (0 = no bound). The warm pool
 	 * is not counted: it is the daemon's own, with the default limits. */
 	unsigned sandboxes_max;
 	uint64_t memory_max;
@@ -117,6 +118,16 @@ int fleet_start(struct fleet *f, struct error *err);
 
 /* Stop the keeper and the pool; handed-out sandboxes go on. Frees f; NULL is fine. */
 void fleet_free(struct fleet *f);
+
+/*
+ * The memory of running tasks counts against the same total
+ * (fleet_config.memory_max) as the sandboxes': take memory bytes for one
+ * (false when they do not fit now; force: count them whatever the
+ * total, for a task that runs already), and give them back when it ends.
+ * Thread-safe; the scheduler calls them (sched_config.admit, release).
+ */
+bool fleet_admit_task(struct fleet *f, uint64_t memory, bool force);
+void fleet_release_task(struct fleet *f, uint64_t memory);
 
 /* ---- what a sandbox is asked to be and do ------------------------------ */
 

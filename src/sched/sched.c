@@ -2,8 +2,10 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "base/json-cleanup.h"
 #include "base/spawn.h"
 #include "core/layout.h"
+#include "core/limits.h"
 #include "core/task.h"
 
 #include <errno.h>
@@ -39,6 +41,7 @@ struct running {
 	uint64_t imported; /* progress lines of this attempt in the store */
 	uint64_t refused;  /* lines the store would not take (logged at the end) */
 	bool cancel_sent;
+	uint64_t memory; /* its memory limit, admitted (cfg.admit) until it ends */
 };
 
 struct sched {
@@ -124,6 +127,22 @@ static void untrack(struct sched *s, struct running *r)
 {
 	CLOSE_FD(r->lock_fd);
 	*r = s->run[--s->nrun];
+}
+
+static void release_memory(struct sched *s, uint64_t memory)
+{
+	if (memory && s->cfg.release)
+		s->cfg.release(s->cfg.data, memory);
+}
+
+/* A task's memory limit, from its spec (the API wrote it: always there). */
+static uint64_t task_memory(const struct task *t)
+{
+	_cleanup_json_ json_t *spec = json_loads(t->spec_json, 0, NULL);
+	json_t *mb = json_object_get(json_object_get(spec, "limits"), "memory_mb");
+	return json_is_integer(mb) && json_integer_value(mb) > 0
+		   ? (uint64_t)json_integer_value(mb) << 20
+		   : SPEC_DEFAULT_MEMORY;
 }
 
 /* Is the supervisor of r alive? Its lock answers, whatever became of its pid. */
@@ -369,7 +388,8 @@ static int spawn_real(const char *supervisor_path, const char *attempt_dir, int 
  * hand that very open file to the supervisor as fd 3, then let go of ours:
  * from the first instant, the lock is held exactly while it lives.
  */
-static int start_attempt(struct sched *s, const struct task *t, struct error *err)
+/* Start t's attempt, which holds memory (admitted): on failure, the caller gives it back. */
+static int start_attempt(struct sched *s, const struct task *t, uint64_t memory, struct error *err)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	int r = layout_attempt_dir(dir, sizeof(dir), s->cfg.state_dir, t->id, t->attempt);
@@ -400,6 +420,7 @@ static int start_attempt(struct sched *s, const struct task *t, struct error *er
 		return error_set_errno(err, -r, "cannot start %s", s->cfg.supervisor_path);
 	}
 	tracked->lock_fd = TAKE_FD(probe);
+	tracked->memory = memory;
 	return 0;
 }
 
@@ -409,17 +430,37 @@ static void reap_children(void)
 		;
 }
 
+struct fit {
+	struct sched *s;
+	uint64_t memory; /* admitted, once fits() said yes */
+};
+
+/* May the oldest queued task start now, with the memory the host has left? */
+static bool fits(const struct task *t, void *data)
+{
+	struct fit *f = data;
+	uint64_t memory = task_memory(t);
+	if (f->s->cfg.admit && !f->s->cfg.admit(f->s->cfg.data, memory, false))
+		return false;
+	f->memory = memory;
+	return true;
+}
+
 static int claim_and_start(struct sched *s, struct error *err)
 {
 	while (s->nrun < s->cfg.max_running) {
 		struct task t = {0};
-		int r = store_task_claim(s->st, now_ms(s), &t, err);
-		if (r == -ENOENT)
+		struct fit fit = {.s = s};
+		int r = store_task_claim_if(s->st, now_ms(s), fits, &fit, &t, err);
+		if (r < 0)
+			release_memory(s, fit.memory);
+		if (r == -ENOENT || r == -EAGAIN) /* none queued; the first waits for room */
 			return 0;
 		if (r < 0)
 			return r;
 		struct error serr = {0};
-		if (start_attempt(s, &t, &serr) < 0) {
+		if (start_attempt(s, &t, fit.memory, &serr) < 0) {
+			release_memory(s, fit.memory);
 			/* this attempt never ran: it is lost, and retried if the task allows */
 			(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
 						     serr.msg, now_ms(s), NULL, err);
@@ -447,6 +488,7 @@ int sched_step(struct sched *s, struct error *err)
 				i++;
 				continue;
 			}
+			release_memory(s, r->memory);
 			untrack(s, r);
 			continue;
 		}
@@ -469,6 +511,10 @@ static int recover_one(const struct task *t, void *data)
 			close(probe);
 		return -ENOMEM;
 	}
+	/* it runs already: counted whatever the total */
+	r->memory = task_memory(t);
+	if (s->cfg.admit)
+		(void)s->cfg.admit(s->cfg.data, r->memory, true);
 	return 0;
 }
 
@@ -503,6 +549,7 @@ static int restart_unstarted(struct sched *s, struct error *err)
 			continue;
 		}
 		memcpy(ids[n++], s->run[i].id, TASK_ID_SIZE);
+		release_memory(s, s->run[i].memory); /* admitted again as it starts */
 		untrack(s, &s->run[i]);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -512,9 +559,14 @@ static int restart_unstarted(struct sched *s, struct error *err)
 		if (r == 0 && t.status == TASK_RUNNING) {
 			say(s, "%s: attempt %" PRIu32 " was claimed but never started; starting it",
 			    t.id, t.attempt);
-			if (start_attempt(s, &t, &serr) < 0)
+			uint64_t memory = task_memory(&t);
+			if (s->cfg.admit)
+				(void)s->cfg.admit(s->cfg.data, memory, true);
+			if (start_attempt(s, &t, memory, &serr) < 0) {
+				release_memory(s, memory);
 				(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
 							     serr.msg, now_ms(s), NULL, &serr);
+			}
 		}
 		task_release(&t);
 	}

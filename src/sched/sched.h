@@ -67,7 +67,18 @@ struct sched_config {
 	 */
 	int (*spawn)(void *data, const char *supervisor_path, const char *attempt_dir, int lock_fd);
 
-	void *data; /* handed to log, now_ms and spawn */
+	/*
+	 * The host's memory, shared with the interactive sandboxes: a task
+	 * starts only once admit() took its memory limit (false: it stays
+	 * first in the queue, and the queue waits, until something ends);
+	 * release() gives it back when its attempt ends. force: a task found
+	 * running at start is counted, whatever the total. NULL: no bound
+	 * but max_running.
+	 */
+	bool (*admit)(void *data, uint64_t memory_bytes, bool force);
+	void (*release)(void *data, uint64_t memory_bytes);
+
+	void *data; /* handed to log, now_ms, spawn, admit and release */
 };
 
 struct sched;

@@ -61,6 +61,9 @@ struct store_ops {
 	int (*list)(struct store *st, const struct task_filter *f, struct task **ret, size_t *ret_n,
 		    struct error *err);
 
+	/* How many tasks have status. */
+	int (*count)(struct store *st, enum task_status status, uint64_t *ret, struct error *err);
+
 	/* Lock a task's row for update (inside begin); -ENOENT. */
 	int (*lock)(struct store *st, const char *id, struct store_row *ret, struct error *err);
 	/* Lock the oldest queued task's row, first in first out; -ENOENT. */

@@ -54,6 +54,7 @@ enum stmt {
 	S_LIST_STATUS,
 	S_LOCK,
 	S_LOCK_QUEUED,
+	S_COUNT,
 	S_UPDATE,
 	S_EVENT_ADD,
 	S_EVENTS,
@@ -103,6 +104,7 @@ static const char *const stmt_sql[STMT_COUNT] = {
 	[S_LOCK] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.id = ?1",
 	[S_LOCK_QUEUED] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.status = 'queued' "
 			  "ORDER BY t.created_at, t.pk LIMIT 1",
+	[S_COUNT] = "SELECT count(*) FROM tasks WHERE status = ?1",
 	[S_UPDATE] = "UPDATE tasks SET status = ?2, attempt = ?3, cancel_requested = ?4, "
 		     "exit_code = ?5, started_at = ?6, finished_at = ?7, error = ?8, "
 		     "next_seq = ?9, progress_json = ?10 WHERE pk = ?1",
@@ -394,6 +396,18 @@ static int sq_get(struct store *st, const char *id, struct task *ret, struct err
 	if (r < 0)
 		return r;
 	*ret = row.t;
+	return 0;
+}
+
+static int sq_count(struct store *st, enum task_status status, uint64_t *ret, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_COUNT];
+	sqlite3_bind_text(q, 1, task_status_name(status), -1, SQLITE_STATIC);
+	int r = step(s, q, err, "counting tasks");
+	if (r < 0)
+		return r;
+	*ret = r ? (uint64_t)sqlite3_column_int64(q, 0) : 0;
 	return 0;
 }
 
@@ -731,6 +745,7 @@ static const struct store_ops sqlite_ops = {
     .list = sq_list,
     .lock = sq_lock,
     .lock_oldest_queued = sq_lock_oldest_queued,
+    .count = sq_count,
     .update = sq_update,
     .event_add = sq_event_add,
     .events = sq_events,

@@ -183,6 +183,14 @@ int store_task_get(struct store *st, const char *id, struct task *ret, struct er
 	return st->ops->get(st, id, ret, err);
 }
 
+int store_task_count(struct store *st, enum task_status status, uint64_t *ret, struct error *err)
+{
+	if (!ret || !task_status_name(status))
+		return error_set(err, EINVAL,
+				 "store: count needs a status and somewhere to put it");
+	return st->ops->count(st, status, ret, err);
+}
+
 int store_task_list(struct store *st, const struct task_filter *f,
 		    int (*fn)(const struct task *t, void *data), void *data, struct error *err)
 {
@@ -205,6 +213,13 @@ int store_task_list(struct store *st, const struct task_filter *f,
 
 int store_task_claim(struct store *st, int64_t now, struct task *ret, struct error *err)
 {
+	return store_task_claim_if(st, now, NULL, NULL, ret, err);
+}
+
+int store_task_claim_if(struct store *st, int64_t now,
+			bool (*fits)(const struct task *t, void *data), void *data,
+			struct task *ret, struct error *err)
+{
 	if (!ret)
 		return error_set(err, EINVAL, "store: claim needs somewhere to put the task");
 	struct store_row row = {0};
@@ -213,6 +228,12 @@ int store_task_claim(struct store *st, int64_t now, struct task *ret, struct err
 	if (r < 0)
 		return r;
 	r = st->ops->lock_oldest_queued(st, &row, err);
+	if (r == 0 && fits) { /* the locked row has no spec: read it whole */
+		r = st->ops->get(st, row.t.id, &t, err);
+		if (r == 0 && !fits(&t, data))
+			r = error_set(err, EAGAIN, "store: task %s does not fit now", t.id);
+		task_release(&t);
+	}
 	if (r == 0)
 		r = move(&row, TASK_RUNNING, err);
 	if (r == 0) {

@@ -67,6 +67,9 @@ void store_tx_rollback(struct store *st);
  */
 int store_task_insert(struct store *st, const struct task *t, struct error *err);
 
+/* How many tasks have status now (the queue's length: TASK_QUEUED). */
+int store_task_count(struct store *st, enum task_status status, uint64_t *ret, struct error *err);
+
 /* Read one task; *ret is filled with owned copies (task_release()). */
 int store_task_get(struct store *st, const char *id, struct task *ret, struct error *err);
 
@@ -93,6 +96,15 @@ int store_task_list(struct store *st, const struct task_filter *f,
  * attempt, and a status event is recorded. -ENOENT when none is queued.
  */
 int store_task_claim(struct store *st, int64_t now, struct task *ret, struct error *err);
+
+/*
+ * store_task_claim(), if fits(the oldest queued task, with its spec,
+ * data) says it may start now; else nothing changes and -EAGAIN: the
+ * task stays first in the queue.
+ */
+int store_task_claim_if(struct store *st, int64_t now,
+			bool (*fits)(const struct task *t, void *data), void *data,
+			struct task *ret, struct error *err);
 
 /*
  * The attempt `attempt` of a running task ended with `end` (a final

@@ -335,3 +335,59 @@ def test_the_daemons_oom_score_protects_it_only_up_to_its_ceiling(daemon):
     rss = int(re.search(r"^VmRSS:\s+(\d+) kB", open(f"/proc/{daemon.proc.pid}/status").read(),
                         re.M).group(1)) << 10
     assert rss < ceiling
+
+
+# ---- admission: the queue of tasks has a bound too ---------------------------
+
+def test_a_full_queue_refuses_a_submit_with_503(tmp_path):
+    d = Daemon(tmp_path, "--max-running", "1", "--max-queued", "3").start()
+    try:
+        ids = [d.submit(command=["sleep", "60"], limits={"memory_mb": 64})]
+        deadline = time.monotonic() + 30
+        while d.task(ids[0])["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        ids += [d.submit(command=["true"], limits={"memory_mb": 64}) for _ in range(3)]
+        status, body = d.request("POST", "/v1/tasks", {"command": ["true"]})
+        assert (status, body["error"]["code"]) == (503, "queue_full"), body
+        assert "3 tasks are queued" in body["error"]["message"]
+        # one leaves the queue: there is room again
+        assert d.request("POST", f"/v1/tasks/{ids[3]}/cancel")[0] == 200
+        ids.append(d.submit(command=["true"], limits={"memory_mb": 64}))
+        assert d.request("POST", f"/v1/tasks/{ids[0]}/cancel")[0] == 200
+        tasks = d.wait_all(ids)
+        assert [tasks[i]["status"] for i in ids] == \
+            ["cancelled", "succeeded", "succeeded", "cancelled", "succeeded"]
+    finally:
+        d.stop()
+
+
+def test_running_tasks_count_in_the_hosts_memory_total(tmp_path):
+    """--max-sandbox-memory bounds sandboxes and running tasks together: a
+    task that does not fit waits first in the queue, a sandbox that does
+    not fit is 503."""
+    d = Daemon(tmp_path, "--max-sandbox-memory", "300").start()
+    try:
+        big = d.submit(command=["sleep", "600"], limits={"memory_mb": 200})
+        deadline = time.monotonic() + 30
+        while d.task(big)["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        waiting = d.submit(command=["echo", "ran"], limits={"memory_mb": 200})
+        small = d.submit(command=["echo", "small"], limits={"memory_mb": 64})
+        status, body = d.request("POST", "/v1/sandboxes", {"limits": {"memory_mb": 200}})
+        assert (status, body["error"]["code"]) == (503, "host_full"), body
+        assert "sandboxes and tasks" in body["error"]["message"]
+        # first in first out: the small one waits behind the one that does not fit
+        time.sleep(0.5)
+        assert d.task(waiting)["status"] == "queued"
+        assert d.task(small)["status"] == "queued"
+        assert d.request("POST", f"/v1/tasks/{big}/cancel")[0] == 200
+        tasks = d.wait_all([big, waiting, small])
+        assert [tasks[i]["status"] for i in (big, waiting, small)] == \
+            ["cancelled", "succeeded", "succeeded"], tasks
+        # all memory given back: a sandbox of 200 fits again
+        sid = d.create_sandbox(limits={"memory_mb": 200})
+        assert d.request("DELETE", f"/v1/sandboxes/{sid}")[0] == 200
+    finally:
+        d.stop()

@@ -187,6 +187,43 @@ static void test_list_limits_and_errors(void **state)
 
 /* ---- claim and attempts ------------------------------------------------ */
 
+static bool refuse(const struct task *t, void *data)
+{
+	(*(int *)data)++;
+	assert_string_equal(t->spec_json, SPEC); /* the spec comes with it */
+	return false;
+}
+
+static bool accept(const struct task *t, void *data)
+{
+	(void)t;
+	(*(int *)data)++;
+	return true;
+}
+
+/* A claim the caller's check refuses changes nothing; the head waits. */
+static void test_claim_if(void **state)
+{
+	struct fx *f = *state;
+	char a[TASK_ID_SIZE], b[TASK_ID_SIZE];
+	add(f, 10, 1, 0, a);
+	add(f, 20, 1, 0, b);
+	struct task t = {0};
+	int asked = 0;
+	FAILS(EAGAIN, store_task_claim_if(f->st, 500, refuse, &asked, &t, err));
+	assert_int_equal(asked, 1);
+	assert_int_equal(status_of(f, a), TASK_QUEUED);
+	assert_int_equal(status_of(f, b), TASK_QUEUED);
+	struct task g = get(f, a);
+	assert_int_equal(g.attempt, 0);
+	task_release(&g);
+	assert_int_equal(event_count(f, a), 0);
+	OK(store_task_claim_if(f->st, 501, accept, &asked, &t, err));
+	assert_int_equal(asked, 2);
+	assert_string_equal(t.id, a); /* still first in first out */
+	task_release(&t);
+}
+
 static void test_claim_fifo(void **state)
 {
 	struct fx *f = *state;
@@ -198,6 +235,11 @@ static void test_claim_fifo(void **state)
 	const char *order[] = {b, d, c, a};
 	for (int i = 0; i < 4; i++) {
 		struct task t = {0};
+		uint64_t n = 99;
+		OK(store_task_count(f->st, TASK_QUEUED, &n, err));
+		assert_int_equal(n, 4 - i);
+		OK(store_task_count(f->st, TASK_RUNNING, &n, err));
+		assert_int_equal(n, i);
 		OK(store_task_claim(f->st, 500 + i, &t, err));
 		assert_string_equal(t.id, order[i]);
 		assert_int_equal(t.status, TASK_RUNNING);
@@ -483,6 +525,7 @@ int main(void)
 	    T(test_list_pages),
 	    T(test_list_limits_and_errors),
 	    T(test_claim_fifo),
+	    T(test_claim_if),
 	    T(test_end_success),
 	    T(test_end_failed_default_retry_on),
 	    T(test_retry_then_final),
