@@ -356,6 +356,40 @@ def test_a_full_unix_socket_does_not_starve_tcp(daemon):
             c.close()
 
 
+def tcp_request_fails(d, src):
+    """Does an authenticated GET on TCP from src fail (the listener full)?"""
+    try:
+        c = Raw.tcp(d, src=src, timeout=5)
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: agentbox\r\n"
+               b"Authorization: Bearer %s\r\n\r\n" % d.token.encode())
+        c.response()
+        c.close()
+        return False
+    except (OSError, EOFError):
+        return True
+
+
+def test_a_full_tcp_listener_does_not_starve_the_unix_socket(daemon):
+    # a few loopback addresses, each up to its own cap, fill the TCP listener;
+    # opened at once, well within the header timeout that would close them
+    held = []
+    n = CONNECTIONS_MAX // PER_ADDRESS_MAX + 1
+    for a in range(1, n + 1):
+        for _ in range(PER_ADDRESS_MAX):
+            try:
+                held.append(Raw.tcp(daemon, src=f"127.0.1.{a}", timeout=5))
+            except OSError:
+                pass
+    try:
+        assert len(held) > CONNECTIONS_MAX, f"only {len(held)} TCP connections made"
+        assert tcp_request_fails(daemon, f"127.0.1.{n + 1}"), "the TCP listener should be full"
+        assert daemon.request("GET", "/healthz")[0] == 200
+        assert daemon.request("GET", "/v1/tasks")[0] == 200
+    finally:
+        for c in held:
+            c.close()
+
+
 # ---- a file truncated while it is downloaded -----------------------------
 
 def test_a_file_truncated_while_downloaded_ends_the_download(daemon):
