@@ -1,9 +1,10 @@
 /*
  * sandbox-files.c - the files routes. The sandbox opens the path itself
  * (the fleet relays an fd from its init): GET hands the server that fd
- * to send (or lists the directory it names), PUT writes the body to a
- * fresh temporary file as it arrives and renames it in place (an
- * upload: api.h), DELETE unlinks.
+ * to send (or lists the directory it names), PUT sends the body as it
+ * arrives to the sandbox's copier, which writes it into a fresh
+ * temporary file, and renames that in place (an upload: api.h), DELETE
+ * unlinks.
  */
 #include "api/api-internal.h"
 
@@ -13,11 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 /* Entries a directory listing shows at most. */
 #define LIST_ENTRIES_MAX 10000
+/*
+ * How long the sandbox's copier may take no byte of an upload, and take
+ * to finish once the body is in: a sandbox paused meanwhile, or a copier
+ * stopped from inside, holds the upload's thread no longer.
+ */
+#define UPLOAD_STALL_MS 30000
 
 /*
  * What every files route checks before it asks the sandbox: path= (the
@@ -159,11 +168,81 @@ struct api_upload {
 	char path[1025];
 	char temp[1100];
 	int fd;
+	bool copier;	   /* fd is a socket to the sandbox's copier (fleet_open()), not a file */
+	bool copier_ended; /* before the end of the body: it failed, the rename says why */
 	uint64_t size;	   /* bytes written to the file */
 	uint64_t received; /* bytes of the body so far */
 	bool too_large;
 	int write_errno;
 };
+
+/*
+ * A failed upload as the API says it. The sandbox's memory is no_space
+ * too: its writable places are a tmpfs, so a file takes memory_mb as much
+ * as disk_mb, and the copier that wrote it was killed (ENOMEM).
+ */
+static int upload_error(struct api_error *e, int errnum, const char *message)
+{
+	switch (errnum) {
+	case ENOMEM:
+		return api_error_set(
+		    e, API_ERR_NO_SPACE, NULL,
+		    "the sandbox's memory is full: its files are held in its memory "
+		    "(memory_mb), which cannot hold this one");
+	case EFBIG:
+		return api_error_set(e, API_ERR_NO_SPACE, NULL,
+				     "the file is larger than the sandbox may write");
+	case ETIMEDOUT:
+		return api_error_set(e, API_ERR_SANDBOX_FAILED, NULL,
+				     "the sandbox stopped taking the file for %d s",
+				     UPLOAD_STALL_MS / 1000);
+	default:
+		return api_shim_error(e, errnum, message, "file");
+	}
+}
+
+/* The upload goes to a copier: bound how long it may make us wait. */
+static void copier_prepare(struct api_upload *u)
+{
+	struct stat st;
+	if (fstat(u->fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return; /* a file (a fake fleet's) */
+	u->copier = true;
+	struct timeval tv = {.tv_sec = UPLOAD_STALL_MS / 1000};
+	(void)setsockopt(u->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(u->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+/* Send all of data to the copier. 0 or -errno (-EAGAIN: it took nothing for UPLOAD_STALL_MS). */
+static int copier_send(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * The body is all sent: EOF to the copier, then wait (UPLOAD_STALL_MS at
+ * most) until the socket reads EOF too, which it does once the copier has
+ * ended and the sandbox's init has taken its status: the rename that
+ * follows then finds the upload done, and never makes init wait.
+ */
+static void copier_wait(int fd)
+{
+	(void)shutdown(fd, SHUT_WR);
+	char b[64];
+	ssize_t n;
+	while ((n = read(fd, b, sizeof(b))) > 0 || (n < 0 && errno == EINTR))
+		; /* the copier sends nothing: only EOF or the timeout end this */
+}
 
 /* The PUT handler, as api_upload_begin() runs it: check, then open the temporary file. */
 static int upload_open(struct api_call *c, void *data)
@@ -178,7 +257,10 @@ static int upload_open(struct api_call *c, void *data)
 	snprintf(u->path, sizeof(u->path), "%s", path);
 	struct error err = {0};
 	r = ops->open(c->ctx->fleet, c->id, path, "write", &u->fd, u->temp, sizeof(u->temp), &err);
-	return r < 0 ? api_fleet_error(c, r, &err, "file") : 0;
+	if (r < 0)
+		return api_fleet_error(c, r, &err, "file");
+	copier_prepare(u);
+	return 0;
 }
 
 int api_files_put(struct api_call *c)
@@ -210,7 +292,7 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
 bool api_upload_write(struct api_upload *u, const char *data, size_t len)
 {
 	u->received += len;
-	if (u->failed || u->too_large || u->write_errno)
+	if (u->failed || u->too_large || u->write_errno || u->copier_ended)
 		/* the rest of the body is read and dropped, so that the client,
 		 * which sends it all before it reads, gets the answer; but not
 		 * without end */
@@ -219,20 +301,61 @@ bool api_upload_write(struct api_upload *u, const char *data, size_t len)
 		u->too_large = true;
 		return true;
 	}
-	int r = write_all(u->fd, data, len);
-	if (r < 0)
-		u->write_errno = -r;
+	if (!u->copier) {
+		int r = write_all(u->fd, data, len);
+		if (r < 0)
+			u->write_errno = -r;
+	} else {
+		/*
+		 * EPIPE: the copier ended before the end, so it failed, and the
+		 * rename answers with why (ENOSPC, ENOMEM, ...). Any other
+		 * error leaves it running: the file is given up, never renamed
+		 * in with a part missing.
+		 */
+		int r = copier_send(u->fd, data, len);
+		if (r == -EPIPE || r == -ECONNRESET)
+			u->copier_ended = true;
+		else if (r < 0)
+			u->write_errno = r == -EAGAIN ? ETIMEDOUT : -r;
+	}
 	u->size += len;
 	return true;
 }
 
-static void give_up_temp(struct api_upload *u)
+/* Remove the temporary (its copier ends too). 0, or the errno the sandbox refused with. */
+static int give_up_temp(struct api_upload *u)
 {
 	if (!u->temp[0])
-		return;
-	struct error ignored = {0};
-	(void)u->ops->unlink(u->fleet, u->id, u->temp, &ignored);
+		return 0;
+	struct error err = {0};
+	int r = u->ops->unlink(u->fleet, u->id, u->temp, &err);
 	u->temp[0] = '\0';
+	return r == -EREMOTEIO ? err.code : 0;
+}
+
+/*
+ * The whole body was taken: once the copier is done, rename the file in.
+ * The rename answers for the copier too: a copier that failed (its disk
+ * or its memory full) makes it fail with its errno.
+ */
+static int upload_commit(struct api_upload *u, struct api_error *e)
+{
+	if (u->copier)
+		copier_wait(u->fd);
+	CLOSE_FD(u->fd);
+	struct error err = {0};
+	int r = u->ops->rename(u->fleet, u->id, u->temp, u->path, &err);
+	if (r < 0) {
+		(void)give_up_temp(u);
+		return r == -EREMOTEIO ? upload_error(e, err.code, err.msg)
+				       : api_error_internal(e, -r, err.msg);
+	}
+	u->temp[0] = '\0';
+	json_t *v = json_pack("{s:s, s:I}", "path", u->path, "size", (json_int_t)u->size);
+	char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	api_json_response(&u->resp, 201, text);
+	return 0;
 }
 
 void api_upload_end(struct api_upload *u, struct api_response *ret)
@@ -240,29 +363,18 @@ void api_upload_end(struct api_upload *u, struct api_response *ret)
 	if (!u->failed) {
 		struct api_error e = {.code = API_ERR_COUNT};
 		int r = 0;
-		CLOSE_FD(u->fd);
 		if (u->too_large) {
-			give_up_temp(u);
+			CLOSE_FD(u->fd);
+			(void)give_up_temp(u);
 			r = api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
 					  "the file is larger than %u bytes", API_FILE_MAX);
 		} else if (u->write_errno) {
-			give_up_temp(u);
-			r = api_shim_error(&e, u->write_errno, NULL, "file");
+			CLOSE_FD(u->fd);
+			/* a copier that stalled was frozen, most likely: paused, then */
+			bool paused = give_up_temp(u) == EBUSY;
+			r = upload_error(&e, paused ? EBUSY : u->write_errno, NULL);
 		} else {
-			struct error err = {0};
-			r = u->ops->rename(u->fleet, u->id, u->temp, u->path, &err);
-			if (r < 0) {
-				give_up_temp(u);
-				r = r == -EREMOTEIO ? api_shim_error(&e, err.code, err.msg, "file")
-						    : api_error_internal(&e, -r, err.msg);
-			} else {
-				u->temp[0] = '\0';
-				json_t *v = json_pack("{s:s, s:I}", "path", u->path, "size",
-						      (json_int_t)u->size);
-				char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
-				json_decref(v);
-				api_json_response(&u->resp, 201, text);
-			}
+			r = upload_commit(u, &e);
 		}
 		if (r < 0)
 			(void)api_fail(r, &e, &u->resp);
@@ -276,7 +388,7 @@ void api_upload_free(struct api_upload *u)
 	if (!u)
 		return;
 	CLOSE_FD(u->fd);
-	give_up_temp(u);
+	(void)give_up_temp(u);
 	api_response_release(&u->resp);
 	free(u);
 }

@@ -260,16 +260,22 @@ int fleet_exit_record(struct fleet *f, const char *id, long pid, json_t **ret_ex
 
 /*
  * Have the sandbox open path, as its own user, inside: mode "read" (a
- * file), "dir" (a directory), or "write" (a new temporary file beside
- * path, whose path goes to ret_temp; rename it in with fleet_rename()).
+ * file), "dir" (a directory), or "write": an upload (shim/protocol.h,
+ * runtime/serve.h) into a new temporary file beside path, whose path
+ * goes to ret_temp. For "write" *ret_fd is not the file but a stream
+ * socket to the sandbox's copier, which writes the file from inside, so
+ * that its memory is the sandbox's: send the content (EPIPE: the copier
+ * failed), shut down the sending side, wait for EOF, then rename it in
+ * with fleet_rename() (which answers with the copier's failure, if any:
+ * -EREMOTEIO with ENOSPC, ENOMEM, ...) or give it up with fleet_unlink().
  */
 int fleet_open(struct fleet *f, const char *id, const char *path, const char *mode, int *ret_fd,
 	       char *ret_temp, size_t temp_size, struct error *err);
 
-/* Remove path in the sandbox. */
+/* Remove path in the sandbox (an upload's temporary: its copier ends too). */
 int fleet_unlink(struct fleet *f, const char *id, const char *path, struct error *err);
 
-/* Rename from to to in the sandbox. */
+/* Rename from to to in the sandbox (an upload's temporary: once its copier is done). */
 int fleet_rename(struct fleet *f, const char *id, const char *from, const char *to,
 		 struct error *err);
 

@@ -13,6 +13,20 @@
  * exec is awaited (it takes microseconds) so a failure is reported as the
  * request's own result. Every reaped child init spawned is reported with
  * an EXITED message; orphans that end up with init are reaped silently.
+ *
+ * Uploads are written by copiers, children of init that never exec: the
+ * pages of a file on the sandbox's tmpfs are charged to the memory cgroup
+ * of whoever writes them, and a copier is in the sandbox's, so memory_mb
+ * holds for uploads as for anything the sandbox writes itself. A copier
+ * reads a socket whose other end the launcher hands out, until EOF, and
+ * exits with the errno of what failed. init keeps its own reference to
+ * the copier's end (input): the RENAME of the temporary shuts it for
+ * reading, so whatever was sent before the rename is the file and
+ * nothing after it is; and since the launcher's end reads EOF only once
+ * that reference is closed too, at the reap, a launcher that waits for
+ * EOF before it renames never makes init wait. A failed copier's
+ * temporary is removed as soon as it is reaped: its pages are the
+ * sandbox's memory, which an OOM kill found full.
  */
 #include "base/cleanup.h"
 #include "base/fdpass.h"
@@ -27,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -34,11 +49,35 @@
 #include <sys/statfs.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+/* A copier's buffer: the most it reads from the socket and writes at once. */
+#define COPIER_BUF_SIZE (64 * 1024)
+/* The longest sleep between two looks at a copier a rename waits for. */
+#define COPIER_POLL_MAX_MS 50
 
 /* Children spawned on request and not reaped yet. */
 static pid_t children[SERVE_CHILDREN_MAX];
 static size_t nchildren;
+
+/*
+ * The uploads: a slot per copier, from OPEN WRITE until the RENAME or
+ * UNLINK of its temporary. A slot whose copier has ended and that nobody
+ * came back for (the launcher died) is taken again when no slot is free,
+ * the oldest first.
+ */
+struct upload {
+	pid_t pid;	/* the copier; 0: a free slot */
+	int input;	/* init's reference to the copier's end of the socket; -1 once ended */
+	bool ended;	/* reaped: status is its wait status */
+	bool timed_out; /* killed by init itself, after SERVE_UPLOAD_FINISH_MS */
+	int status;
+	uint64_t seq; /* order of opening */
+	char temp[SPEC_PATH_MAX];
+};
+static struct upload uploads[SERVE_UPLOADS_MAX];
+static uint64_t uploads_opened;
 
 /* One received request: header, payload (NUL-terminated past its end), fds. */
 struct request {
@@ -97,25 +136,6 @@ static int send_packet(const struct serve_msg *m, const void *payload, int fd)
 static _Noreturn void hang_up(int r)
 {
 	_exit(r == -EPIPE || r == -ECONNRESET ? 0 : 1);
-}
-
-/* Reap every child that has ended; report the ones we spawned. */
-static void reap(void)
-{
-	for (;;) {
-		int status;
-		pid_t pid = waitpid(-1, &status, WNOHANG);
-		if (pid <= 0)
-			return;
-		size_t i;
-		if (!is_child(pid, &i))
-			continue; /* an orphan that fell to us */
-		children[i] = children[--nchildren];
-		struct serve_msg m = {.op = SERVE_OP_EXITED, .pid = pid, .value = status};
-		int r = send_packet(&m, NULL, -1);
-		if (r < 0)
-			hang_up(r);
-	}
 }
 
 /*
@@ -320,6 +340,221 @@ static int open_write(const char *path, int *ret_fd, char *temp, size_t temp_siz
 	return 0;
 }
 
+/* ---- uploads -------------------------------------------------------------- */
+
+/* The errno an ended copier reports: 0 when it wrote everything. */
+static int upload_errno(const struct upload *u)
+{
+	if (u->timed_out)
+		return ETIMEDOUT;
+	if (WIFEXITED(u->status))
+		return WEXITSTATUS(u->status);
+	/* nothing but SIGKILL and SIGSTOP reaches it: see copier_main() */
+	return WIFSIGNALED(u->status) && WTERMSIG(u->status) == SIGKILL ? ENOMEM : EIO;
+}
+
+static struct upload *upload_running(pid_t pid)
+{
+	for (size_t i = 0; i < SERVE_UPLOADS_MAX; i++)
+		if (uploads[i].pid == pid && !uploads[i].ended)
+			return &uploads[i];
+	return NULL;
+}
+
+static struct upload *upload_of(const char *temp)
+{
+	for (size_t i = 0; i < SERVE_UPLOADS_MAX; i++)
+		if (uploads[i].pid && strcmp(uploads[i].temp, temp) == 0)
+			return &uploads[i];
+	return NULL;
+}
+
+/* A free slot, else the oldest whose copier has ended; NULL when all run. */
+static struct upload *upload_slot(void)
+{
+	struct upload *oldest = NULL;
+	for (size_t i = 0; i < SERVE_UPLOADS_MAX; i++) {
+		struct upload *u = &uploads[i];
+		if (!u->pid)
+			return u;
+		if (u->ended && (!oldest || u->seq < oldest->seq))
+			oldest = u;
+	}
+	return oldest;
+}
+
+/* Its copier has been reaped with status. */
+static void upload_ended(struct upload *u, int status)
+{
+	u->ended = true;
+	u->status = status;
+	CLOSE_FD(u->input); /* the launcher's end reads EOF now */
+	/* half a file is no use, and its pages are the sandbox's memory: give them back now */
+	if (upload_errno(u) != 0)
+		(void)unlink(u->temp);
+}
+
+static void upload_forget(struct upload *u)
+{
+	if (!u->ended) {
+		/* reaped silently later, as an orphan */
+		(void)kill(u->pid, SIGKILL);
+		CLOSE_FD(u->input);
+	}
+	*u = (struct upload){.input = -1};
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/*
+ * The upload ends: nothing more comes in, the copier writes what it was
+ * sent and is reaped, within SERVE_UPLOAD_FINISH_MS or killed. 0, or the
+ * copier's errno with err.
+ */
+static int upload_finish(struct upload *u, struct error *err)
+{
+	if (!u->ended)
+		(void)shutdown(u->input, SHUT_RD); /* it reads what is queued, then EOF */
+	for (long waited = 0, step = 1; !u->ended;
+	     waited += step, step = step * 2 < COPIER_POLL_MAX_MS ? step * 2 : COPIER_POLL_MAX_MS) {
+		int status;
+		pid_t p = waitpid(u->pid, &status, WNOHANG);
+		if (p == u->pid) {
+			upload_ended(u, status);
+			break;
+		}
+		if (waited >= SERVE_UPLOAD_FINISH_MS) {
+			/* stopped from inside, or stuck: the upload fails, init goes on */
+			(void)kill(u->pid, SIGKILL);
+			while (waitpid(u->pid, &status, 0) < 0 && errno == EINTR)
+				;
+			u->timed_out = true;
+			upload_ended(u, status);
+			break;
+		}
+		sleep_ms(step);
+	}
+	int e = upload_errno(u);
+	switch (e) {
+	case 0:
+		return 0;
+	case ENOMEM:
+		return error_set(
+		    err, e,
+		    "upload to %.200s: killed while writing, as the OOM killer does when "
+		    "the sandbox's memory is full",
+		    u->temp);
+	case ETIMEDOUT:
+		return error_set(err, e, "upload to %.200s: not written within %d ms", u->temp,
+				 SERVE_UPLOAD_FINISH_MS);
+	default:
+		return error_set(err, e, "upload to %.200s: write", u->temp);
+	}
+}
+
+/* The copier's exit status for errno e (serve-internal.h). */
+static int copier_status(int e)
+{
+	return e > 0 && e <= SERVE_COPIER_ERRNO_MAX ? e : EIO;
+}
+
+/*
+ * The copier: socket (input) to file, until EOF. It keeps init's
+ * credentials and signal mask (all blocked: a SIGXFSZ is EFBIG, and only
+ * SIGKILL and SIGSTOP reach it), and holds nothing else of init's.
+ */
+static _Noreturn void copier_main(int input, int file)
+{
+	(void)prctl(PR_SET_NAME, SERVE_COPIER_NAME, 0, 0, 0);
+	/* init's 0-2 are always open, so both are above 2 */
+	if (dup2(input, 0) < 0 || dup2(file, 1) < 0 || close_range(3, ~0U, 0) < 0)
+		_exit(copier_status(errno));
+	/* never touched by init: its pages are the copier's own, charged to the sandbox */
+	static char buf[COPIER_BUF_SIZE];
+	for (;;) {
+		ssize_t n = read(0, buf, sizeof(buf));
+		if (n == 0)
+			_exit(0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(copier_status(errno));
+		}
+		int r = write_all(1, buf, (size_t)n);
+		if (r < 0) {
+			(void)ftruncate(1, 0); /* the memory back at once, before init removes it */
+			_exit(copier_status(-r));
+		}
+	}
+}
+
+/* OPEN WRITE: the temporary, its copier, and our end of the socket in rep. */
+static int open_upload(const char *path, struct reply *rep, struct error *err)
+{
+	struct upload *u = upload_slot();
+	if (!u)
+		return error_set(err, EAGAIN, "upload: %d uploads in flight already",
+				 SERVE_UPLOADS_MAX);
+	_cleanup_close_ int file = -1;
+	int r = open_write(path, &file, rep->text, sizeof(rep->text), err);
+	if (r < 0)
+		return r;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = error_set(err, errno, "upload: socketpair");
+		(void)unlink(rep->text);
+		return r;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		copier_main(sv[1], file);
+	}
+	if (pid < 0) {
+		r = error_set(err, errno, "upload: fork the copier");
+		close(sv[0]);
+		close(sv[1]);
+		(void)unlink(rep->text);
+		return r;
+	}
+	if (u->pid)
+		upload_forget(u); /* ended, and nobody came back for it */
+	*u = (struct upload){.pid = pid, .input = sv[1], .seq = ++uploads_opened};
+	snprintf(u->temp, sizeof(u->temp), "%s", rep->text);
+	rep->fd = sv[0];
+	rep->msg.pid = pid;
+	rep->msg.len = (uint32_t)strlen(rep->text) + 1;
+	return 0;
+}
+
+/* Reap every child that has ended; report the ones we spawned. */
+static void reap(void)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid <= 0)
+			return;
+		size_t i;
+		if (!is_child(pid, &i)) {
+			struct upload *u = upload_running(pid);
+			if (u)
+				upload_ended(u, status);
+			continue; /* else an orphan that fell to us */
+		}
+		children[i] = children[--nchildren];
+		struct serve_msg m = {.op = SERVE_OP_EXITED, .pid = pid, .value = status};
+		int r = send_packet(&m, NULL, -1);
+		if (r < 0)
+			hang_up(r);
+	}
+}
+
 static int do_open(const struct request *req, struct reply *rep, struct error *err)
 {
 	const char *path;
@@ -334,10 +569,7 @@ static int do_open(const struct request *req, struct reply *rep, struct error *e
 	case SANDBOX_OPEN_DIR:
 		return open_read(path, true, &rep->fd, err);
 	case SANDBOX_OPEN_WRITE:
-		r = open_write(path, &rep->fd, rep->text, sizeof(rep->text), err);
-		if (r == 0)
-			rep->msg.len = (uint32_t)strlen(rep->text) + 1;
-		return r;
+		return open_upload(path, rep, err);
 	default:
 		return error_set(err, EINVAL, "open: unknown mode %d", req->msg.value);
 	}
@@ -351,6 +583,13 @@ static int do_rename(const struct request *req, struct error *err)
 	int r;
 	if ((r = path_arg(p[0], err)) < 0 || (r = path_arg(p[1], err)) < 0)
 		return r;
+	struct upload *u = upload_of(p[0]);
+	if (u) {
+		r = upload_finish(u, err);
+		upload_forget(u);
+		if (r < 0)
+			return r;
+	}
 	/* A directory is never replaced (rename(2) would take an empty one). */
 	struct stat st;
 	if (lstat(p[1], &st) == 0 && S_ISDIR(st.st_mode))
@@ -368,6 +607,13 @@ static int do_unlink(const struct request *req, struct error *err)
 	int r = path_arg(path, err);
 	if (r < 0)
 		return r;
+	struct upload *u = upload_of(path);
+	if (u) {
+		bool gone = u->ended && upload_errno(u) != 0; /* removed at its reap */
+		upload_forget(u);
+		if (gone)
+			return 0;
+	}
 	/* Linux refuses a directory with EISDIR itself: no window to race. */
 	if (unlinkat(AT_FDCWD, path, 0) < 0)
 		return error_set(err, errno, "unlink %.200s", path);

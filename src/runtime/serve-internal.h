@@ -13,15 +13,18 @@
  *	SPAWN   cwd, argv[argc], envp[nenv]  REPLY   code 0 + pid, or -errno + reason
  *	        + 3 fds (stdin/out/err)
  *	SIGNAL  pid, value = signal          REPLY   code
- *	OPEN    value = mode, path           REPLY   code + 1 fd; WRITE: temp path
- *	RENAME  from, to                     REPLY   code
- *	UNLINK  path                         REPLY   code
+ *	OPEN    value = mode, path           REPLY   code + 1 fd; WRITE: temp path,
+ *	                                             pid = the copier, the fd a socket to it
+ *	RENAME  from, to                     REPLY   code (an upload's temp: its result)
+ *	UNLINK  path                         REPLY   code (an upload's temp: copier killed)
  *	                                     EXITED  pid, value = wait status
  *
  * Requests are answered in order, one at a time; a REPLY repeats its
  * request's seq. EXITED is unsolicited: init sends one whenever it reaps a
  * child it spawned, so it may come before any REPLY. A failed REPLY's
  * payload is a one-line reason (no errno text: the launcher adds it).
+ * Copiers (OPEN WRITE) are children of init too, but never EXITED: their
+ * end is the answer to the RENAME of their temporary.
  *
  * Init trusts nothing in a request: every count, length and path is
  * checked on both sides.
@@ -71,6 +74,13 @@ _Static_assert(SERVE_REPLY_TEXT_MAX >= SPEC_PATH_MAX / 2, "a reason names a path
 /* The name OPEN WRITE gives its temporary: this prefix and 16 hex digits. */
 #define SERVE_UPLOAD_PREFIX	".agentbox-upload-"
 #define SERVE_UPLOAD_SUFFIX_LEN 16
+
+/*
+ * A copier's exit status: 0 once it has written everything up to EOF, else
+ * the errno of the read or write that failed (1..255; anything else is
+ * EIO). Killed by SIGKILL, it is taken for the OOM killer's (ENOMEM).
+ */
+#define SERVE_COPIER_ERRNO_MAX 255
 
 /*
  * A path a request may name: absolute and shorter than SPEC_PATH_MAX

@@ -7,10 +7,14 @@
 
 #include "base/cleanup.h"
 #include "base/fdpass.h"
+#include "base/fileio.h"
 #include "runtime/cgroup.h"
 #include "runtime/launch-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/oom.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,10 @@
 
 /* How long sandbox_freeze() waits for the kernel to report the group frozen. */
 #define FREEZE_WAIT_MS 2000
+/* Bytes of init's list of children read, at most, to find an upload's copier in. */
+#define CHILDREN_LIST_MAX (64 * 1024)
+/* Bytes of a /proc/<pid>/status read, at most: NSpid comes well before the end. */
+#define PROC_STATUS_MAX 4096
 
 /* A packet from init: header, text payload (NUL-terminated), at most one fd. */
 struct packet {
@@ -262,6 +270,93 @@ static int path_payload(const char *a, const char *b, char *buf, size_t size, ui
 	return 0;
 }
 
+/* The number after "\n<key>" in a /proc status text, and how many follow it (levels). */
+static long status_field(const char *status, const char *key, unsigned *ret_levels)
+{
+	const char *line = strstr(status, key);
+	if (!line)
+		return -1;
+	const char *last = NULL;
+	unsigned levels = 0;
+	for (const char *p = line + strlen(key); *p && *p != '\n'; p++)
+		if ((*p == ' ' || *p == '\t') && p[1] >= '0' && p[1] <= '9') {
+			last = p + 1;
+			levels++;
+		}
+	if (ret_levels)
+		*ret_levels = levels;
+	return last ? strtol(last, NULL, 10) : -1;
+}
+
+/*
+ * If pid is the copier, nspid inside the sandbox of init_pid, give it
+ * oom_score_adj OOM_SCORE_ADJ_MAX: 0, -ESRCH when pid is another process,
+ * or -errno. /proc/<pid> is opened first and then read and written
+ * through, so a pid reused meanwhile is never written to.
+ */
+static int mark_if_copier(long pid, pid_t init_pid, pid_t nspid)
+{
+	char path[32], status[PROC_STATUS_MAX];
+	snprintf(path, sizeof(path), "/proc/%ld", pid);
+	_cleanup_close_ int dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0 || read_file_at(dir, "status", status, sizeof(status)) < 0)
+		return -ESRCH; /* gone: not ours */
+	unsigned levels = 0;
+	/* init's child, and in a pid namespace below ours: never a host process */
+	if (status_field(status, "\nPPid:", NULL) != (long)init_pid ||
+	    status_field(status, "\nNSpid:", &levels) != (long)nspid || levels < 2)
+		return -ESRCH;
+	char adj[16];
+	snprintf(adj, sizeof(adj), "%d", OOM_SCORE_ADJ_MAX);
+	return write_file_at(dir, "oom_score_adj", adj);
+}
+
+/* Without CONFIG_PROC_CHILDREN: every process of the host is looked at. */
+static int mark_copier_by_scan(pid_t init_pid, pid_t nspid)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	int r = -ESRCH;
+	struct dirent *de;
+	while (r == -ESRCH && (de = readdir(d)))
+		if (de->d_name[0] >= '1' && de->d_name[0] <= '9')
+			r = mark_if_copier(strtol(de->d_name, NULL, 10), init_pid, nspid);
+	closedir(d);
+	return r;
+}
+
+/*
+ * Make the copier of an upload, nspid inside, the OOM killer's first
+ * choice in its sandbox. Its pages are few and mostly init's, so by size
+ * alone the kernel would take init (and the sandbox with it) or the
+ * sandbox's largest process, and leave the upload to fill the memory
+ * again; marked, an upload the sandbox's memory cannot hold fails, and
+ * nothing else does. Inside, nothing under /proc is writable, so it is
+ * done from here. 0, -ESRCH (no such copier: it has gone), or -errno.
+ */
+static int make_oom_victim(pid_t init_pid, pid_t nspid)
+{
+	char path[80];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init_pid, (int)init_pid);
+	_cleanup_free_ char *list = malloc(CHILDREN_LIST_MAX);
+	if (!list)
+		return -ENOMEM;
+	ssize_t n = read_file_at(AT_FDCWD, path, list, CHILDREN_LIST_MAX);
+	if (n == -ENOENT)
+		return mark_copier_by_scan(init_pid, nspid);
+	if (n < 0)
+		return (int)n;
+	int r = -ESRCH;
+	for (char *p = list, *end; r == -ESRCH; p = end) {
+		long pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		r = mark_if_copier(pid, init_pid, nspid);
+	}
+	return r;
+}
+
 int sandbox_open(struct sandbox *sb, const char *path, enum sandbox_open_mode mode, int *ret_fd,
 		 char *temp, size_t temp_size, struct error *err)
 {
@@ -291,6 +386,18 @@ int sandbox_open(struct sandbox *sb, const char *path, enum sandbox_open_mode mo
 			return error_set(err, EBADMSG, "open %.200s: bad temporary name", path);
 		}
 		memcpy(temp, rep.text, len + 1);
+		/* unmarked, a copier could have init killed in its place: no upload then */
+		r = rep.msg.pid > 0 ? make_oom_victim(sb->pid, rep.msg.pid) : -EBADMSG;
+		if (r < 0) {
+			CLOSE_FD(rep.fd);
+			struct error ignored = {0};
+			(void)sandbox_unlink(sb, temp, &ignored); /* and its copier is killed */
+			/* EIO whatever the cause: an ESRCH here is no process of the caller's */
+			return error_set(err, EIO,
+					 "open %.200s: cannot make the upload's copier the OOM "
+					 "killer's first choice (%s)",
+					 path, strerror(-r));
+		}
 	}
 	*ret_fd = rep.fd;
 	return 0;

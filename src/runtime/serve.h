@@ -42,6 +42,18 @@
 #define SERVE_SPAWN_BYTES_MAX (128 * 1024)
 /* Children of init running at once through sandbox_spawn(). */
 #define SERVE_CHILDREN_MAX 256
+/* Uploads (SANDBOX_OPEN_WRITE) whose copier runs at once; one more is -EAGAIN. */
+#define SERVE_UPLOADS_MAX 64
+/*
+ * How long sandbox_rename() of an upload's temporary waits for its copier
+ * to write what it was sent, once no more may come; then the copier is
+ * killed and the rename is -ETIMEDOUT. Only a copier stopped from inside
+ * (SIGSTOP) or stuck takes that long: close the fd and wait for its EOF
+ * first, and the wait is nil.
+ */
+#define SERVE_UPLOAD_FINISH_MS 2000
+/* The name (comm) of an upload's copier, as ps shows it inside and out. */
+#define SERVE_COPIER_NAME "agentbox-upload"
 
 struct serve_spawn {
 	const char *const *argv;	    /* NULL-terminated; argv[0] looked up in envp's PATH */
@@ -85,7 +97,7 @@ int sandbox_next_exit(struct sandbox *sb, pid_t *ret_pid, int *ret_status);
 
 enum sandbox_open_mode {
 	SANDBOX_OPEN_READ,  /* an existing regular file, O_RDONLY */
-	SANDBOX_OPEN_WRITE, /* a new temporary file beside path (parents created), O_WRONLY */
+	SANDBOX_OPEN_WRITE, /* an upload: a socket to a copier into a new temporary file */
 	SANDBOX_OPEN_DIR,   /* an existing directory, O_RDONLY|O_DIRECTORY, for listing */
 };
 
@@ -93,21 +105,60 @@ enum sandbox_open_mode {
  * Open path (absolute, as the sandbox sees it) inside the sandbox, as its
  * user, and hand the fd out (O_CLOEXEC). Only regular files and
  * directories, never on /proc: a FIFO, socket or device gives -EINVAL
- * without blocking, a procfs path -EACCES. For SANDBOX_OPEN_WRITE the file
- * is a fresh temporary (mode 0644, O_EXCL) in path's directory, whose
- * absolute path goes to temp (size >= SPEC_PATH_MAX + 32): write it, then
- * sandbox_rename(temp, path), or sandbox_unlink(temp) to give up. The
- * temporary's name adds 34 bytes to path, and must stay under
- * SPEC_PATH_MAX too (else -ENAMETOOLONG). A write outside the writable
+ * without blocking, a procfs path -EACCES. A write outside the writable
  * places is -EROFS or -EACCES. Symlinks resolve in the sandbox's view.
+ *
+ * SANDBOX_OPEN_WRITE is an upload. The file is a fresh temporary (mode
+ * 0644, O_EXCL) in path's directory (its parents created), whose
+ * absolute path goes to temp (size >= SPEC_PATH_MAX + 32); its name adds
+ * 34 bytes to path, and must stay under SPEC_PATH_MAX too (else
+ * -ENAMETOOLONG). The caller never gets the file: the fd is its end of an
+ * AF_UNIX stream socket, and a copier, a child of init named
+ * SERVE_COPIER_NAME, writes what comes out of the other end into the
+ * file. The copier lives in the sandbox's cgroup, so the file's pages
+ * (memory, on the sandbox's tmpfs) are charged to the sandbox: its memory
+ * limit holds for uploads. It is made the first the OOM killer takes in
+ * the sandbox (oom_score_adj 1000, written from here through the host's
+ * /proc), so an upload the memory cannot hold fails and init and the
+ * sandbox's own processes live on; an open that cannot do that fails
+ * (nothing is left). Only SIGKILL and SIGSTOP reach the copier (it runs
+ * as the sandbox user, with every other signal blocked); a sandbox that
+ * sends them fails its own upload. -EAGAIN with SERVE_UPLOADS_MAX
+ * copiers running.
+ *
+ * Then: write the content into the fd (the copier only reads it; EPIPE:
+ * the copier has ended, so it failed). Shut down its sending side and
+ * wait until it reads EOF: that comes once the copier has ended and init
+ * has taken its status, so the rename that follows does not make init
+ * wait. Then sandbox_rename(temp, path) commits the upload: what was sent
+ * before it is the file (a rename without that wait, the fd open or
+ * closed, makes init wait for the copier instead), or sandbox_unlink(temp)
+ * gives it up (the copier is killed). A copier that failed has removed
+ * the temporary already (so its memory is given back at once), and the
+ * rename answers with its error:
+ * -ENOSPC (the disk, disk_mb, is full), -EFBIG (over the file size
+ * limit), -ENOMEM (it was SIGKILLed: the OOM killer, as the sandbox's
+ * memory could not hold the file; or a kill from inside), -ETIMEDOUT (it
+ * did not finish within SERVE_UPLOAD_FINISH_MS of the rename and was
+ * killed), -EIO.
  */
 int sandbox_open(struct sandbox *sb, const char *path, enum sandbox_open_mode mode, int *ret_fd,
 		 char *temp, size_t temp_size, struct error *err);
 
-/* rename(from, to) inside the sandbox; to may not be a directory (-EISDIR). 0 or -errno. */
+/*
+ * rename(from, to) inside the sandbox; to may not be a directory (-EISDIR).
+ * When from is the temporary of an upload, the upload ends first: nothing
+ * more may be sent, what was sent is written (the copier is waited for, at
+ * most SERVE_UPLOAD_FINISH_MS), and a failed upload is its error (see
+ * sandbox_open()). 0 or -errno.
+ */
 int sandbox_rename(struct sandbox *sb, const char *from, const char *to, struct error *err);
 
-/* unlink(path) inside the sandbox: not a directory (-EISDIR). 0 or -errno. */
+/*
+ * unlink(path) inside the sandbox: not a directory (-EISDIR). When path is
+ * the temporary of an upload, its copier is killed first; the temporary
+ * of a failed upload is gone already (0). 0 or -errno.
+ */
 int sandbox_unlink(struct sandbox *sb, const char *path, struct error *err);
 
 /*

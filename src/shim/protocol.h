@@ -98,8 +98,22 @@
  *   {"op": "open", "path": "/abs", "mode": "read"|"write"|"dir"}
  *	  -> {"type": "opened", "temp": "/abs/.agentbox-..."} + the fd
  *	     (temp only for "write"; see sandbox_open())
+ *	  "write" is an upload: the fd is not the file but a stream socket
+ *	  to a copier inside the sandbox (in its cgroup, so the file's
+ *	  memory is the sandbox's), which writes what it reads into temp.
+ *	  Send the content, shut down the sending side (or close), wait for
+ *	  EOF on the fd (the copier has ended), then rename temp in, or
+ *	  unlink it to give up. EPIPE while sending: the copier failed; the
+ *	  rename says why.
  *   {"op": "rename", "from": "/abs", "to": "/abs"}  -> {"type": "ok"}
+ *	  from an upload's temp: the upload ends first (nothing more comes
+ *	  in; its copier is waited for, at most SERVE_UPLOAD_FINISH_MS);
+ *	  a failed upload is an error reply with its errno: ENOSPC (the
+ *	  disk is full), ENOMEM (its copier was SIGKILLed: the OOM killer,
+ *	  the sandbox's memory is full), EFBIG, ETIMEDOUT (not done in
+ *	  time, killed), EIO; its temp is gone already
  *   {"op": "unlink", "path": "/abs"}                -> {"type": "ok"}
+ *	  an upload's temp: its copier is killed too
  *   {"op": "pause"} / {"op": "resume"}              -> {"type": "ok"}
  *	  idempotent; a sandbox that does not freeze in time is thawed
  *	  again and the pause answered with the error
@@ -115,10 +129,11 @@
  *
  * errno values in error replies: ENOENT (no such process/path), ESRCH
  * (process ended), EBUSY (paused: exec, kill and files need a running
- * sandbox), EAGAIN (too many processes), EINVAL (bad request), E2BIG,
- * EACCES, EISDIR, ENOTDIR, EROFS, ENOSPC, ECANCELED (the sandbox is
- * ending: a stop, an expiry or its death is under way): the daemon maps
- * them to HTTP statuses.
+ * sandbox), EAGAIN (too many processes, or SERVE_UPLOADS_MAX uploads in
+ * flight), EINVAL (bad request), E2BIG, EACCES, EISDIR, ENOTDIR, EROFS,
+ * ENOSPC, ENOMEM, EFBIG and ETIMEDOUT (an upload's rename, above),
+ * ECANCELED (the sandbox is ending: a stop, an expiry or its death is
+ * under way): the daemon maps them to HTTP statuses.
  */
 #ifndef AGENTBOX_SHIM_PROTOCOL_H
 #define AGENTBOX_SHIM_PROTOCOL_H
