@@ -103,3 +103,14 @@ def loops_of(image):
         if backing == os.path.realpath(image):
             out.append(dev)
     return out
+
+
+def wait_until(pred, timeout=5.0, every=0.05):
+    """Poll pred until it holds or timeout s pass; its last answer."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(every)
+    return pred()

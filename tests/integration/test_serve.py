@@ -13,6 +13,7 @@ import pytest
 
 from conftest import AGENTBOX, BUILD
 import helpers
+from helpers import wait_until
 
 SERVE_TEST = os.path.join(BUILD, "tests", "serve", "agentbox-serve-test")
 SANDBOX_PASSWD_LINE = "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh"
@@ -120,15 +121,6 @@ def exists(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def wait_until(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def test_spawn_collects_output_and_exit_status(serve):

@@ -18,6 +18,7 @@ import pytest
 
 from daemon import Daemon
 import helpers
+from helpers import wait_until
 
 MiB = 1 << 20
 COPIER_NAME = "agentbox-upload"  # the copier's comm (serve.h)
@@ -105,15 +106,6 @@ def sizes(daemon, sid, where="/tmp"):
                                       "[ -f \"$f\" ] && stat -c '%n %s' \"$f\"; done; true"])
     assert r["exit_code"] == 0, r
     return {n: int(s) for n, s in (line.rsplit(" ", 1) for line in r["stdout"].splitlines())}
-
-
-def wait_until(pred, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 class RawUpload:
@@ -229,9 +221,9 @@ def test_an_abandoned_upload_leaves_nothing_behind(daemon):
     up = RawUpload(daemon, sid, "/tmp/half", 16 * MiB)
     up.send(os.urandom(8 * MiB))
     # the copier is there while the body comes
-    assert wait_until(lambda: len(copiers(daemon, sid)) == 1), copiers(daemon, sid)
+    assert wait_until(lambda: len(copiers(daemon, sid)) == 1, 10), copiers(daemon, sid)
     up.close()
-    assert wait_until(lambda: copiers(daemon, sid) == [] and temps(daemon, sid) == [])
+    assert wait_until(lambda: copiers(daemon, sid) == [] and temps(daemon, sid) == [], 10)
     assert get_file(daemon, sid, "/tmp/half")[0] == 404
     assert put_file(daemon, sid, "/tmp/half", b"whole")[0] == 201
 
@@ -242,7 +234,7 @@ def test_init_answers_while_an_upload_is_in_flight(daemon):
     up = RawUpload(daemon, sid, "/tmp/slow", len(first) + len(second))
     try:
         up.send(first)
-        assert wait_until(lambda: len(copiers(daemon, sid)) == 1)
+        assert wait_until(lambda: len(copiers(daemon, sid)) == 1, 10)
         t = time.monotonic()
         r = daemon.exec(sid, ["echo", "still here"])
         assert r["stdout"] == "still here\n" and time.monotonic() - t < 5, r
