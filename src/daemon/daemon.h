@@ -52,17 +52,23 @@
 /*
  * The most resident memory agentboxd holds under any load (docs/SECURITY.md,
  * "Resource bounds"): threads for DAEMON_CONNECTIONS_MAX connections on
- * each listener, DAEMON_BODIES_MAX_MB of request bodies and their parse, the
- * stores, one SERVER_FILE_BLOCK per download. The soak test holds the
- * daemon to it, and oom_score_adj is set from it (main.c).
+ * each listener with DAEMON_BODY_OWN_KB of body each, DAEMON_BODIES_MAX_MB
+ * of larger request bodies, and their parse, the stores, one
+ * SERVER_FILE_BLOCK per download. The soak test holds the daemon to it,
+ * and oom_score_adj is set from it (main.c).
  */
 #define DAEMON_RSS_CEILING_MB 512
+
 /*
- * Request bodies held at once, all connections together (server.c): a
- * body takes its share when its Content-Length is known, before it is
- * read, or chunk by chunk; past this, 503 busy. Eight bodies of
- * API_BODY_MAX; jansson's tree of one is at most about twice its size.
+ * Request bodies (server.c). Each connection holds up to
+ * DAEMON_BODY_OWN_KB of its body on its own (every API body but a task's
+ * files or a large command fits): the connections bound that, and no
+ * client can take it from another. What a body holds past it comes out of
+ * one budget for all connections, DAEMON_BODIES_MAX_MB, taken when its
+ * Content-Length is known, before it is read, or chunk by chunk; past
+ * it, 503 busy. jansson's tree of a body is at most about twice its size.
  */
+#define DAEMON_BODY_OWN_KB   64
 #define DAEMON_BODIES_MAX_MB 32
 
 struct daemon_config {

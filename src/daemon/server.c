@@ -42,15 +42,24 @@ struct listener {
 struct request_state {
 	char *body;
 	size_t len;
-	size_t reserved;	   /* of d->bodies (DAEMON_BODIES_MAX_MB): what body may hold */
-	size_t received;	   /* bytes of the body read, kept or not */
-	bool busy;		   /* the budget had no room: the body is dropped, 503 at its end */
+	size_t reserved; /* of d->bodies (DAEMON_BODIES_MAX_MB): body's size past its own */
+	size_t received; /* bytes of the body read, kept or not */
+	bool busy;	 /* the budget had no room: the body is dropped, 503 at its end */
 	struct api_upload *upload; /* PUT .../files: the body goes there */
 };
 
-/* Take n more bytes of the daemon's body budget; false when they do not fit. */
-static bool reserve_body(struct daemon *d, struct request_state *rs, size_t n)
+/*
+ * Make room for a body of size bytes: what is past the connection's own
+ * DAEMON_BODY_OWN_KB comes out of the daemon's budget. False when it does
+ * not fit there.
+ */
+static bool hold_body(struct daemon *d, struct request_state *rs, size_t size)
 {
+	size_t own = (size_t)DAEMON_BODY_OWN_KB << 10;
+	size_t need = size > own ? size - own : 0;
+	if (need <= rs->reserved)
+		return true;
+	size_t n = need - rs->reserved;
 	size_t held = atomic_fetch_add(&d->bodies, n);
 	if (held + n > (size_t)DAEMON_BODIES_MAX_MB << 20) {
 		atomic_fetch_sub(&d->bodies, n);
@@ -76,7 +85,7 @@ static bool reserve_announced(struct daemon *d, struct MHD_Connection *c, struct
 	if (!cl || parse_u64(cl, &n) < 0 || n == 0)
 		return true; /* no body, or chunked: reserved as it comes */
 	/* one byte past the limit, so the API can answer 413 */
-	return reserve_body(d, rs, n > API_BODY_MAX ? API_BODY_MAX + 1 : (size_t)n);
+	return hold_body(d, rs, n > API_BODY_MAX ? API_BODY_MAX + 1 : (size_t)n);
 }
 
 static void on_task_submitted(void *data)
@@ -513,8 +522,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		size_t room = API_BODY_MAX + 1 - rs->len;
 		size_t take = rs->busy ? 0 : n < room ? n : room;
-		if (take && rs->len + take > rs->reserved &&
-		    !reserve_body(l->d, rs, rs->len + take - rs->reserved)) {
+		if (take && !hold_body(l->d, rs, rs->len + take)) {
 			rs->busy = true;
 			release_body(l->d, rs);
 			rs->len = take = 0;

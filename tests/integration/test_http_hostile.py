@@ -475,6 +475,7 @@ def test_quiet_streams_and_long_requests_outlive_the_idle_timeout(daemon):
 # ---- the bodies the daemon holds at once ----------------------------------
 
 BODIES_MAX = daemon_constant("DAEMON_BODIES_MAX_MB") << 20
+BODY_OWN = daemon_constant("DAEMON_BODY_OWN_KB") << 10
 BODY_MAX = 4 << 20  # API_BODY_MAX
 
 
@@ -491,7 +492,8 @@ def held_bodies_fill_the_budget(d, n):
 
 
 def test_bodies_past_the_budget_are_503_before_they_are_sent(daemon):
-    fit = BODIES_MAX // BODY_MAX  # 8: a body takes what its Content-Length announces
+    # a body takes from the budget what its Content-Length announces past its own share
+    fit = BODIES_MAX // (BODY_MAX - BODY_OWN)
     held = held_bodies_fill_the_budget(daemon, fit)
     try:
         # the budget is full whatever the order the daemon's threads took them in
@@ -518,9 +520,13 @@ def test_bodies_past_the_budget_are_503_before_they_are_sent(daemon):
         status, _, body = c.response()
         assert (status, json.loads(body)["error"]["code"]) == (503, "busy")
         c.close()
-        # small requests without a body still pass, and healthz answers
+        # requests without a body still pass, and so do bodies within a
+        # connection's own share: a full budget locks no one out
         assert daemon.request("GET", "/healthz")[0] == 200
         assert daemon.request("GET", "/v1/tasks")[0] == 200
+        status, body = daemon.request("POST", "/v1/tasks",
+                                      {"command": ["true"], "env": {"A": "x" * 30000, "B": "x" * 30000}})
+        assert status == 201, body
     finally:
         for c in held:
             c.close()
