@@ -46,8 +46,8 @@ def agentbox_mounts():
         return [line for line in f if "/agentbox/" in line.split(" - ")[0]]
 
 
-def descendants(pid):
-    """Pids of all descendants of pid, from /proc/*/stat."""
+def children_map():
+    """{ppid: [pid, ...]} of every process on the host, from /proc/*/stat."""
     children = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -58,6 +58,12 @@ def descendants(pid):
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(pid):
+    """Pids of all descendants of pid, from /proc/*/stat."""
+    children = children_map()
     out, todo = [], [pid]
     while todo:
         for c in children.get(todo.pop(), []):
@@ -114,3 +120,23 @@ def wait_until(pred, timeout=5.0, every=0.05):
             return True
         time.sleep(every)
     return pred()
+
+
+def read_until_closed(sock, timeout):
+    """Read sock until the peer ends the stream (EOF or reset) or timeout s
+    pass: (bytes read, whether it ended)."""
+    import socket
+    import time
+    got, deadline = 0, time.monotonic() + timeout
+    sock.settimeout(1)
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(1 << 20)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return got, True
+        if not data:
+            return got, True
+        got += len(data)
+    return got, False

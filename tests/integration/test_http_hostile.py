@@ -24,6 +24,7 @@ import urllib.parse
 import pytest
 
 from daemon import Daemon
+import helpers
 from conftest import ROOT
 
 
@@ -413,20 +414,8 @@ def test_a_file_truncated_while_downloaded_ends_the_download(daemon):
     r = daemon.exec(sid, ["truncate", "-s", "0", "/workspace/big"])
     assert r["exit_code"] == 0, r
     t0 = time.monotonic()
-    ended = False
-    conn.sock.settimeout(1)
-    while time.monotonic() - t0 < 10:
-        try:
-            data = conn.sock.recv(1 << 20)
-        except socket.timeout:
-            continue
-        except ConnectionResetError:
-            ended = True
-            break
-        if not data:
-            ended = True
-            break
-        got += len(data)
+    more, ended = helpers.read_until_closed(conn.sock, 10)
+    got += more
     took = time.monotonic() - t0
     conn.close()
     cpu = cpu_seconds(pid) - cpu0

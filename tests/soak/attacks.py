@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.parse
 
+import helpers
 from daemon import UnixHTTPConnection
 from test_http_hostile import Raw
 
@@ -549,21 +550,8 @@ def truncated_download(soak, sid, size, prefix, end_s, pause_s):
             if status != 200 or r.get("exit_code") != 0:
                 soak.count(attack, f"truncate: {outcome_of(status, r)}")
                 continue
-            deadline = time.monotonic() + end_s
-            ended = False
-            s.settimeout(1)
-            while time.monotonic() < deadline:
-                try:
-                    data = s.recv(1 << 20)
-                except socket.timeout:
-                    continue
-                except ConnectionResetError:
-                    ended = True
-                    break
-                if not data:
-                    ended = True
-                    break
-                got += len(data)
+            more, ended = helpers.read_until_closed(s, end_s)
+            got += more
             if ended:
                 soak.count(attack, "ended short" if got < size else "ended whole")
             else:

@@ -13,6 +13,7 @@ import statistics
 import threading
 import time
 
+import helpers
 from conftest import ROOT
 
 MiB = 1 << 20
@@ -161,21 +162,6 @@ def read_int(path):
     return math.inf if v == "max" else int(v)
 
 
-def children_map():
-    """{ppid: [pid, ...]} of every process on the host."""
-    children = collections.defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children[ppid].append(int(entry))
-    return children
-
-
 def pids_group_name(pid):
     """The name of pid's group in the pids hierarchy (v1), or of its v2 group."""
     v2 = None
@@ -207,7 +193,7 @@ def cpu_seconds(daemon_pid):
     try:
         d = stat(daemon_pid)
         out["daemon"], out["helpers"] = d[0] + d[1], d[2] + d[3]
-        for h in children_map().get(daemon_pid, []):
+        for h in helpers.children_map().get(daemon_pid, []):
             try:
                 out["helpers"] += sum(stat(h)[:2])
             except OSError:
@@ -333,7 +319,7 @@ class Monitor(threading.Thread):
                          f"{bound / MiB:.0f} MiB + 64 MiB")
 
     def _sample_pids(self, s):
-        children = children_map()
+        children = helpers.children_map()
         groups, procs = {}, 0
         for helper in children.get(self.pid, []):  # shims and supervisors
             for init in children.get(helper, []):  # their sandbox's init
