@@ -468,33 +468,23 @@ BODY_OWN = daemon_constant("DAEMON_BODY_OWN_KB") << 10
 BODY_MAX = 4 << 20  # API_BODY_MAX
 
 
-def held_bodies_fill_the_budget(d, n):
-    """n unix connections that each announced a full-size body and sent
-    one byte of it: each holds its share of the budget."""
-    conns = []
-    for _ in range(n):
-        c = Raw.unix(d)
-        c.send(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n[" % BODY_MAX)
-        conns.append(c)
-    return conns
-
-
 def test_bodies_past_the_budget_are_503_before_they_are_sent(daemon):
-    # a body takes from the budget what its Content-Length announces past its own share
+    # a body takes from the budget what its Content-Length announces past its
+    # own share, before it is sent: hold every body let in until one is not
     fit = BODIES_MAX // (BODY_MAX - BODY_OWN)
-    held = held_bodies_fill_the_budget(daemon, fit)
+    held = []
     try:
-        # the budget is full whatever the order the daemon's threads took them in
-        deadline = time.monotonic() + 10
         while True:
             c = Raw.unix(daemon)
             c.send(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                    b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % BODY_MAX)
             status, _, body = c.response()
-            c.close()
-            if status == 503 or time.monotonic() > deadline:
+            if status != 100:
+                c.close()
                 break
+            held.append(c)  # its share stays taken: the body never comes
+            assert len(held) <= fit, "more bodies let in than the budget holds"
+        assert len(held) == fit
         assert status == 503, body
         assert json.loads(body)["error"]["code"] == "busy"
         # chunked bodies take their share as they come: 503 once it is gone
@@ -513,8 +503,8 @@ def test_bodies_past_the_budget_are_503_before_they_are_sent(daemon):
         # connection's own share: a full budget locks no one out
         assert daemon.request("GET", "/healthz")[0] == 200
         assert daemon.request("GET", "/v1/tasks")[0] == 200
-        status, body = daemon.request("POST", "/v1/tasks",
-                                      {"command": ["true"], "env": {"A": "x" * 30000, "B": "x" * 30000}})
+        big_env = {"A": "x" * 30000, "B": "x" * 30000}  # 60 KB: within its own share
+        status, body = daemon.request("POST", "/v1/tasks", {"command": ["true"], "env": big_env})
         assert status == 201, body
     finally:
         for c in held:
