@@ -29,8 +29,11 @@
 
 /* Bytes a file download reads at a time. */
 #define SERVER_FILE_BLOCK (64u * 1024)
-/* The most of one body read (and dropped past API_BODY_MAX) before the connection is closed. */
-#define SERVER_BODY_READ_MAX (2u * API_BODY_MAX)
+/*
+ * The most of one body read (and dropped past API_BODY_MAX, or past the
+ * budget) before the connection is closed: as for an upload's body.
+ */
+#define SERVER_BODY_READ_MAX (2ULL * API_FILE_MAX)
 
 struct listener {
 	struct daemon *d;
