@@ -427,29 +427,31 @@ int api_store_error(struct api_call *c, int r, const struct error *se)
 	return api_error_internal(c->err, -r, se ? se->msg : NULL);
 }
 
+/* 0, or invalid_field limits.<name> when value is over max (0: no bound), shown as max >> shift. */
+static int over_host(struct api_call *c, const char *name, uint64_t value, uint64_t max,
+		     unsigned shift)
+{
+	if (!max || value <= max)
+		return 0;
+	char field[API_FIELD_MAX];
+	api_field_key(field, "limits", name);
+	return api_error_set(c->err, API_ERR_INVALID_FIELD, field,
+			     "%s is at most %llu on this host", name,
+			     (unsigned long long)(max >> shift));
+}
+
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
 			  uint64_t state_bytes, uint64_t pids)
 {
 	const struct api_host_limits *h = c->ctx->host;
+	int r;
 	if (!h)
 		return 0;
-	if (h->memory_bytes && memory_bytes > h->memory_bytes)
-		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.memory_mb",
-				     "memory_mb is at most %llu on this host",
-				     (unsigned long long)(h->memory_bytes >> 20));
-	if (h->disk_bytes && disk_bytes > h->disk_bytes)
-		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.disk_mb",
-				     "disk_mb is at most %llu on this host",
-				     (unsigned long long)(h->disk_bytes >> 20));
-	if (h->disk_bytes && state_bytes > h->disk_bytes)
-		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.state_mb",
-				     "state_mb is at most %llu on this host",
-				     (unsigned long long)(h->disk_bytes >> 20));
-	if (h->pids && pids > h->pids)
-		return api_error_set(c->err, API_ERR_INVALID_FIELD, "limits.pids",
-				     "pids is at most %llu on this host",
-				     (unsigned long long)h->pids);
-	return 0;
+	if ((r = over_host(c, "memory_mb", memory_bytes, h->memory_bytes, 20)) < 0 ||
+	    (r = over_host(c, "disk_mb", disk_bytes, h->disk_bytes, 20)) < 0 ||
+	    (r = over_host(c, "state_mb", state_bytes, h->disk_bytes, 20)) < 0)
+		return r;
+	return over_host(c, "pids", pids, h->pids, 0);
 }
 
 int api_healthz(struct api_call *c)

@@ -90,23 +90,33 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 }
 
 /*
+ * The sandboxes handed out or being admitted, in *ret_n, and the memory
+ * limits of those and of running tasks. Under f->lock.
+ */
+static uint64_t held_memory(const struct fleet *f, unsigned *ret_n)
+{
+	unsigned n = f->admitting;
+	uint64_t sum = f->admitting_memory + f->tasks_memory;
+	for (size_t i = 0; i < f->n; i++)
+		if (!f->m[i].pooled) {
+			n++;
+			sum += f->m[i].memory;
+		}
+	*ret_n = n;
+	return sum;
+}
+
+/*
  * Admit one more sandbox of memory bytes, if the host may hold it: it is
  * counted as admitted until admit_end(), so that creates at once cannot
  * all pass the same check. 0 or -EDQUOT with err.
  */
 static int admit(struct fleet *f, uint64_t memory, struct error *err)
 {
-	unsigned n = 0;
-	uint64_t sum = 0;
+	unsigned n;
 	int r = 0;
 	pthread_mutex_lock(&f->lock);
-	for (size_t i = 0; i < f->n; i++)
-		if (!f->m[i].pooled) {
-			n++;
-			sum += f->m[i].memory;
-		}
-	n += f->admitting;
-	sum += f->admitting_memory + f->tasks_memory;
+	uint64_t sum = held_memory(f, &n);
 	if (f->cfg.sandboxes_max && n + 1 > f->cfg.sandboxes_max)
 		r = error_set(err, EDQUOT, "this host holds %u sandboxes, as many as it may",
 			      f->cfg.sandboxes_max);
@@ -127,12 +137,9 @@ static int admit(struct fleet *f, uint64_t memory, struct error *err)
 
 bool fleet_admit_task(struct fleet *f, uint64_t memory, bool force)
 {
-	uint64_t sum = 0;
+	unsigned n;
 	pthread_mutex_lock(&f->lock);
-	for (size_t i = 0; i < f->n; i++)
-		if (!f->m[i].pooled)
-			sum += f->m[i].memory;
-	sum += f->admitting_memory + f->tasks_memory;
+	uint64_t sum = held_memory(f, &n);
 	bool ok = force || !f->cfg.memory_max || sum + memory <= f->cfg.memory_max;
 	if (ok)
 		f->tasks_memory += memory;

@@ -5,6 +5,7 @@
 #include "runtime/cgroup.h"
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/fileio.h"
 #include "base/parse.h"
 #include "core/limits.h"
@@ -623,13 +624,6 @@ int cgroup_kill_procs(int dirfd)
 			p++;
 	}
 	return 0;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 int cgroup_destroy(struct cgroup *cg, struct error *err)

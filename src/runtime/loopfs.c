@@ -5,6 +5,7 @@
 #include "runtime/loopfs.h"
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,13 +21,6 @@
 /* LOOP_CTL_GET_FREE can hand two of us the same device: try again this often. */
 #define LOOPFS_BIND_TRIES 16
 #define LOOPFS_POLL_MS	  10
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 /* Hold the image's lock, waiting for an earlier mount of it to go away. */
 static int lock_image(int fd, const char *path, struct error *err)

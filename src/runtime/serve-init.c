@@ -29,6 +29,7 @@
  * sandbox's memory, which an OOM kill found full.
  */
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/fdpass.h"
 #include "base/fileio.h"
 #include "runtime/launch-internal.h"
@@ -402,13 +403,6 @@ static void upload_forget(struct upload *u)
 		CLOSE_FD(u->input);
 	}
 	*u = (struct upload){.input = -1};
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 /*

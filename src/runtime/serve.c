@@ -6,6 +6,7 @@
 #include "runtime/serve.h"
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/fdpass.h"
 #include "base/fileio.h"
 #include "runtime/cgroup.h"
@@ -437,13 +438,6 @@ int sandbox_unlink(struct sandbox *sb, const char *path, struct error *err)
 		return r;
 	CLOSE_FD(rep.fd);
 	return 0;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 int sandbox_freeze(struct sandbox *sb, bool frozen, struct error *err)

@@ -181,6 +181,16 @@ def daemon(tmp_path, canary, monkeypatch):
     d.stop()
 
 
+def assert_init_has_nothing_of_the_daemon(daemon, canary, seen):
+    """Neither the sandbox's init (host view), what LOOK saw inside (seen),
+    nor the helper (supervisor or shim) above init holds the daemon's
+    environment or host paths; the caller's env came through."""
+    secrets_ = [canary, str(daemon.state), BUILD]
+    init = init_below(daemon.proc.pid)
+    assert_none(host_problems(init, secrets_) + inside_problems(seen, secrets_) +
+                helper_problems(parent(init), secrets_))
+    assert seen["env"]["GIVEN"] == "1" and "PATH" in seen["env"], seen["env"]
+
 def test_task_init_has_nothing_of_the_daemon(daemon, canary):
     tid = daemon.submit(command=["python3", "-c", LOOK + "import time; time.sleep(120)\n"],
                         env={"GIVEN": "1"})
@@ -192,12 +202,7 @@ def test_task_init_has_nothing_of_the_daemon(daemon, canary):
         time.sleep(0.1)
     try:
         assert "\n" in logs, f"no report in the task's logs: {daemon.task(tid)}"
-        seen = json.loads(logs.splitlines()[0])
-        secrets_ = [canary, str(daemon.state), BUILD]
-        init = init_below(daemon.proc.pid)
-        assert_none(host_problems(init, secrets_) + inside_problems(seen, secrets_) +
-                    helper_problems(parent(init), secrets_))  # the supervisor's
-        assert seen["env"]["GIVEN"] == "1" and "PATH" in seen["env"], seen["env"]
+        assert_init_has_nothing_of_the_daemon(daemon, canary, json.loads(logs.splitlines()[0]))
     finally:
         daemon.request("POST", f"/v1/tasks/{tid}/cancel")
         assert daemon.wait_all([tid], timeout=60)[tid]["status"] == "cancelled"
@@ -208,11 +213,6 @@ def test_interactive_init_has_nothing_of_the_daemon(daemon, canary):
     try:
         r = daemon.exec(sbx, ["python3", "-c", LOOK], env={"GIVEN": "1"})
         assert r["exit_code"] == 0, r
-        seen = json.loads(r["stdout"])
-        secrets_ = [canary, str(daemon.state), BUILD]
-        init = init_below(daemon.proc.pid)
-        assert_none(host_problems(init, secrets_) + inside_problems(seen, secrets_) +
-                    helper_problems(parent(init), secrets_))  # the shim's
-        assert seen["env"]["GIVEN"] == "1" and "PATH" in seen["env"], seen["env"]
+        assert_init_has_nothing_of_the_daemon(daemon, canary, json.loads(r["stdout"]))
     finally:
         daemon.request("DELETE", f"/v1/sandboxes/{sbx}")
