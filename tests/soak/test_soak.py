@@ -29,7 +29,9 @@ RSS, the state directory's size, the free disk and the pid counts every
 SAMPLE_S.
 
 Asserted, and printed either way so that CI logs show the figures:
-- the client's /healthz and exec p99 are under P99_MAX_S; every request
+- the client's /healthz and exec p99 are under P99_MAX_S, bounds that
+  tell a stall (the blocking execs of issue 9 held /healthz 13.5 s) from
+  a busy host; every request
   of it is answered as documented and every task of it succeeds with its
   output;
 - the daemon's VmRSS (sampled) and VmHWM (at the end) stay under
@@ -71,7 +73,12 @@ from monitor import (API_BODY_MAX, API_FILE_MAX, ATTEMPT_OUTPUT_CAP, CONNECTIONS
                      limits_pids_total, quantiles)
 
 SOAK_S = float(os.environ.get("AGENTBOX_SOAK_S", "60"))  # of attack
-P99_MAX_S = 0.100   # the client's /healthz and exec round trips
+# The client's p99 round trips. They detect a stall, not a speed: speed is
+# bench/'s. /healthz is the daemon's alone. An exec forks in a sandbox
+# beside two fork bombs, and waits in the kernel's mapping locks as long
+# as they hold them: its p99 was 40 to 70 ms on an idle 2-CPU host and
+# 366 ms on a busier one.
+P99_MAX_S = {"healthz": 0.5, "exec": 2.0}
 SAMPLE_S = 0.5      # the monitor's period
 RAMP_MAX_S = 30     # for the blocking execs to be all in place
 
@@ -403,11 +410,11 @@ def test_soak(tmp_path, capsys):
     with capsys.disabled():
         print("\n" + "\n".join(lines), flush=True)
 
-    for k in ("healthz", "exec"):
+    for k, bound_s in P99_MAX_S.items():
         n, _, p99, _ = lat.get(k, (0, 0, math.inf, 0))
-        if not n or p99 > P99_MAX_S * 1e3:
+        if not n or p99 > bound_s * 1e3:
             failures.append(f"the client's {k} p99 is {p99:.1f} ms over {n} requests, over "
-                            f"{P99_MAX_S * 1e3:.0f} ms")
+                            f"{bound_s * 1e3:.0f} ms")
     if res["errors"]:
         failures.append(f"the client met {len(res['errors'])} errors "
                         f"{res.get('error_kinds') or ''}, e.g. {res['errors'][:2]}")
