@@ -80,6 +80,9 @@ int api_sandbox_timeout(struct api_call *c);
 int api_sandbox_pause(struct api_call *c); /* and resume */
 int api_sandbox_exec(struct api_call *c);  /* sandbox-exec.c */
 int api_sandbox_processes(struct api_call *c);
+/* The most refusals GET .../network lists: the newest. */
+#define API_NETWORK_DENIED_MAX 1000
+int api_sandbox_network(struct api_call *c);
 int api_process_output(struct api_call *c);
 int api_process_kill(struct api_call *c);
 int api_files_get(struct api_call *c); /* sandbox-files.c */
@@ -121,6 +124,13 @@ int api_store_error(struct api_call *c, int r, const struct error *se);
  * (ctx->host; a task's /state counts as disk): 0, or -EINVAL with
  * invalid_field naming the first over. state_bytes 0 = none (a sandbox).
  */
+/*
+ * May a task or sandbox of network mode (enum egress_mode) be made? none
+ * always; open and allow once the daemon's network_ready hook has readied
+ * the host (503 network_unavailable when it cannot).
+ */
+int api_check_network(struct api_call *c, int mode);
+
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
 			  uint64_t state_bytes, uint64_t pids);
 
@@ -168,6 +178,8 @@ void api_json_response(struct api_response *ret, int status, char *text);
 
 /* "2024-05-01T12:00:00.123Z", or null for 0. */
 void api_render_time(struct buf *b, int64_t ms);
+/* A spec's "network" as stored, or {"mode":"none"} when it has none. */
+void api_render_network(struct buf *b, const char *spec_json);
 /* The task object of GET /v1/tasks/{id}. */
 /*
  * A task as the API shows it. With state_dir (GET /v1/tasks/{id} only),

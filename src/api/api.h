@@ -89,6 +89,7 @@ enum api_route_id {
 	API_ROUTE_SANDBOX_RESUME,
 	API_ROUTE_SANDBOX_EXEC,
 	API_ROUTE_SANDBOX_PROCESSES,
+	API_ROUTE_SANDBOX_NETWORK,
 	API_ROUTE_PROCESS_OUTPUT,
 	API_ROUTE_PROCESS_KILL,
 	API_ROUTE_FILES_GET,
@@ -208,6 +209,12 @@ struct api_ctx {
 	/* The interactive sandboxes: NULL ops = none (their routes answer 500). */
 	const struct fleet_ops *fleet_ops;
 	struct fleet *fleet;
+	/*
+	 * Called before a task or sandbox with a network is admitted: ready
+	 * the host (agentbox's table, forwarding). 0, or -errno with err.
+	 * NULL: this daemon gives sandboxes no network (503).
+	 */
+	int (*network_ready)(void *data, struct error *err);
 	/* Called after a task was stored as queued (wake the scheduler). */
 	void (*task_submitted)(void *data);
 	/* Called when a running task was asked to cancel (the scheduler kills it). */

@@ -41,6 +41,7 @@ static const struct {
     [API_ERR_HOST_FULL] = {"host_full", 503},
     [API_ERR_QUEUE_FULL] = {"queue_full", 503},
     [API_ERR_BUSY] = {"busy", 503},
+    [API_ERR_NETWORK_UNAVAILABLE] = {"network_unavailable", 503},
 };
 
 const char *api_error_name(enum api_error_code code)

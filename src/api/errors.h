@@ -32,21 +32,22 @@ enum api_error_code {
 	API_ERR_UNSUPPORTED_MEDIA_TYPE, /* 415: a body that is not application/json */
 	API_ERR_INTERNAL,		/* 500 */
 	/* interactive sandboxes */
-	API_ERR_SANDBOX_ENDED,	    /* 409: the sandbox has ended */
-	API_ERR_SANDBOX_PAUSED,	    /* 409: exec and files need it running */
-	API_ERR_SANDBOX_FAILED,	    /* 503: a sandbox could not be built */
-	API_ERR_TOO_MANY_PROCESSES, /* 429: the sandbox runs as many as it may */
-	API_ERR_PROCESS_NOT_FOUND,  /* 404: no such process in the sandbox */
-	API_ERR_PROCESS_ENDED,	    /* 409: the process has ended */
-	API_ERR_FILE_NOT_FOUND,	    /* 404: no such file or directory in the sandbox */
-	API_ERR_PERMISSION_DENIED,  /* 403: the sandbox user may not (or /proc) */
-	API_ERR_NOT_A_FILE,	    /* 400: a directory, FIFO, device or socket */
-	API_ERR_FILE_TOO_LARGE,	    /* 413: past API_FILE_MAX */
-	API_ERR_NO_SPACE,	    /* 507: the sandbox's disk is full */
-	API_ERR_TOO_MANY_REQUESTS,  /* 429: as many requests wait as the daemon allows */
-	API_ERR_HOST_FULL,	    /* 503: the host holds as many sandboxes as it may */
-	API_ERR_QUEUE_FULL,	    /* 503: as many tasks are queued as the daemon keeps */
-	API_ERR_BUSY,		    /* 503: the daemon holds as many request bodies as it may */
+	API_ERR_SANDBOX_ENDED,	     /* 409: the sandbox has ended */
+	API_ERR_SANDBOX_PAUSED,	     /* 409: exec and files need it running */
+	API_ERR_SANDBOX_FAILED,	     /* 503: a sandbox could not be built */
+	API_ERR_TOO_MANY_PROCESSES,  /* 429: the sandbox runs as many as it may */
+	API_ERR_PROCESS_NOT_FOUND,   /* 404: no such process in the sandbox */
+	API_ERR_PROCESS_ENDED,	     /* 409: the process has ended */
+	API_ERR_FILE_NOT_FOUND,	     /* 404: no such file or directory in the sandbox */
+	API_ERR_PERMISSION_DENIED,   /* 403: the sandbox user may not (or /proc) */
+	API_ERR_NOT_A_FILE,	     /* 400: a directory, FIFO, device or socket */
+	API_ERR_FILE_TOO_LARGE,	     /* 413: past API_FILE_MAX */
+	API_ERR_NO_SPACE,	     /* 507: the sandbox's disk is full */
+	API_ERR_TOO_MANY_REQUESTS,   /* 429: as many requests wait as the daemon allows */
+	API_ERR_HOST_FULL,	     /* 503: the host holds as many sandboxes as it may */
+	API_ERR_QUEUE_FULL,	     /* 503: as many tasks are queued as the daemon keeps */
+	API_ERR_BUSY,		     /* 503: the daemon holds as many request bodies as it may */
+	API_ERR_NETWORK_UNAVAILABLE, /* 503: the host could not give a sandbox its network */
 	API_ERR_COUNT
 };
 

@@ -51,13 +51,23 @@ static void spec_member(struct buf *b, const char *spec_json, const char *key)
 		buf_puts(b, "null");
 }
 
+void api_render_network(struct buf *b, const char *spec_json)
+{
+	const char *v;
+	size_t len;
+	if (spec_json && json_member_raw(spec_json, "network", &v, &len) == 0)
+		buf_append(b, v, len);
+	else
+		buf_puts(b, "{\"mode\":\"none\"}");
+}
+
 /*
  * What the task's attempts refused of its progress channel, summed from
  * their result.json files (written by the supervisor at each attempt's end).
  */
 static void render_rejected(struct buf *b, const char *state_dir, const struct task *t)
 {
-	json_int_t malformed = 0, oversized = 0, dropped = 0;
+	json_int_t malformed = 0, oversized = 0, dropped = 0, in = 0, out = 0, denied = 0;
 	for (uint32_t a = 1; a <= t->attempt; a++) {
 		char path[4400];
 		json_t *r =
@@ -67,11 +77,17 @@ static void render_rejected(struct buf *b, const char *state_dir, const struct t
 		malformed += json_integer_value(json_object_get(r, "malformed_progress"));
 		oversized += json_integer_value(json_object_get(r, "oversized_progress"));
 		dropped += json_integer_value(json_object_get(r, "dropped_progress"));
+		in += json_integer_value(json_object_get(r, "network_bytes_in"));
+		out += json_integer_value(json_object_get(r, "network_bytes_out"));
+		denied += json_integer_value(json_object_get(r, "egress_denied"));
 		json_decref(r);
 	}
 	buf_printf(
 	    b, ",\"progress_rejected\":{\"malformed\":%lld,\"oversized\":%lld,\"dropped\":%lld}",
 	    (long long)malformed, (long long)oversized, (long long)dropped);
+	/* the attempts that ended, added up; a running one counts once it has */
+	buf_printf(b, ",\"network_usage\":{\"bytes_in\":%lld,\"bytes_out\":%lld,\"denied\":%lld}",
+		   (long long)in, (long long)out, (long long)denied);
 }
 
 void api_render_task(struct buf *b, const struct task *t, const char *state_dir)
@@ -108,6 +124,8 @@ void api_render_task(struct buf *b, const struct task *t, const char *state_dir)
 	spec_member(b, t->spec_json, "command");
 	buf_puts(b, ",\"limits\":");
 	spec_member(b, t->spec_json, "limits");
+	buf_puts(b, ",\"network\":");
+	api_render_network(b, t->spec_json);
 	buf_puts(b, ",\"metadata\":");
 	spec_member(b, t->spec_json, "metadata");
 	buf_puts(b, ",\"progress\":");

@@ -11,6 +11,7 @@
 #include "base/fileio.h"
 #include "api/api-internal.h"
 #include "base/cleanup.h"
+#include "egress/policy.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_SANDBOX_RESUME, "POST", "/v1/sandboxes/{id}/resume", 0},
     {API_ROUTE_SANDBOX_EXEC, "POST", "/v1/sandboxes/{id}/exec", ROUTE_JSON_BODY},
     {API_ROUTE_SANDBOX_PROCESSES, "GET", "/v1/sandboxes/{id}/processes", 0},
+    {API_ROUTE_SANDBOX_NETWORK, "GET", "/v1/sandboxes/{id}/network", 0},
     {API_ROUTE_PROCESS_OUTPUT, "GET", "/v1/sandboxes/{id}/processes/{pid}/output", 0},
     {API_ROUTE_PROCESS_KILL, "POST", "/v1/sandboxes/{id}/processes/{pid}/kill", 0},
     {API_ROUTE_FILES_GET, "GET", "/v1/sandboxes/{id}/files", 0},
@@ -62,6 +64,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_SANDBOX_RESUME] = api_sandbox_pause,
     [API_ROUTE_SANDBOX_EXEC] = api_sandbox_exec,
     [API_ROUTE_SANDBOX_PROCESSES] = api_sandbox_processes,
+    [API_ROUTE_SANDBOX_NETWORK] = api_sandbox_network,
     [API_ROUTE_PROCESS_OUTPUT] = api_process_output,
     [API_ROUTE_PROCESS_KILL] = api_process_kill,
     [API_ROUTE_FILES_GET] = api_files_get,
@@ -438,6 +441,19 @@ static int over_host(struct api_call *c, const char *name, uint64_t value, uint6
 	return api_error_set(c->err, API_ERR_INVALID_FIELD, field,
 			     "%s is at most %llu on this host", name,
 			     (unsigned long long)(max >> shift));
+}
+
+int api_check_network(struct api_call *c, int mode)
+{
+	if (mode == EGRESS_NONE)
+		return 0;
+	struct error err = {0};
+	if (!c->ctx->network_ready)
+		return api_error_set(c->err, API_ERR_NETWORK_UNAVAILABLE, "network",
+				     "this agentboxd gives sandboxes no network");
+	if (c->ctx->network_ready(c->ctx->hook_data, &err) < 0)
+		return api_error_set(c->err, API_ERR_NETWORK_UNAVAILABLE, "network", "%s", err.msg);
+	return 0;
 }
 
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const create_fields[] = {"limits", "timeout_s", "env", "metadata", NULL};
+static const char *const create_fields[] = {"limits",	"timeout_s", "env",
+					    "metadata", "network",   NULL};
 static const char *const exec_fields[] = {"command",   "stdin",	     "env", "cwd",
 					  "timeout_s", "background", NULL};
 
@@ -69,7 +70,7 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 	if (r == 0 && !task)
 		r = -ENOMEM;
 	if (r == 0 && (set_part(task, "limits", root) < 0 || set_part(task, "env", root) < 0 ||
-		       set_part(task, "metadata", root) < 0))
+		       set_part(task, "metadata", root) < 0 || set_part(task, "network", root) < 0))
 		r = -ENOMEM;
 	if (r == 0) {
 		r = parse_as_task(task, &tr, e);
@@ -86,6 +87,9 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		json_t *out = spec ? json_pack("{s:O, s:O}", "env", json_object_get(spec, "env"),
 					       "limits", json_object_get(spec, "limits"))
 				   : NULL;
+		json_t *net = json_object_get(spec, "network");
+		if (out && net && json_object_set(out, "network", net) < 0)
+			json_decref(TAKE_PTR(out));
 		struct buf a = {0}, b = {0};
 		if (out) {
 			json_put(&a, out);
@@ -98,6 +102,7 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		int r2 = buf_steal(&b, &sr.metadata_json, &n);
 		if (r == 0)
 			r = r2;
+		sr.network = tr.network;
 		sr.memory_bytes = tr.memory_bytes;
 		sr.disk_bytes = tr.disk_bytes;
 		sr.pids = tr.pids;

@@ -28,11 +28,13 @@
 
 /* POST /v1/sandboxes */
 struct sandbox_request {
-	char *spec_json;     /* canonical {"env":{...},"limits":{...}}, limits defaulted */
+	char *spec_json;     /* canonical {"env":{...},"limits":{...}[,"network":{...}]},
+				limits defaulted; network only when not none */
 	char *metadata_json; /* canonical object, "{}" when absent */
 	int64_t timeout_ms;
 	bool default_limits; /* limits are all defaults: a pooled sandbox fits */
 	uint64_t memory_bytes, disk_bytes, pids; /* the limits, defaulted */
+	int network;				 /* enum egress_mode (egress/policy.h) */
 };
 
 int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *ret,

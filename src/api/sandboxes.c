@@ -223,7 +223,8 @@ int api_sandboxes_create(struct api_call *c)
 	int r = sandbox_request_parse(c->req->body, c->req->body_len, &sr, c->err);
 	if (r < 0)
 		return r;
-	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0) {
+	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0 ||
+	    (r = api_check_network(c, sr.network)) < 0) {
 		sandbox_request_release(&sr);
 		return r;
 	}
@@ -374,6 +375,8 @@ char *api_sandbox_json(const struct sandbox_record *s)
 	} else {
 		buf_puts(&b, "{}");
 	}
+	buf_puts(&b, ",\"network\":");
+	api_render_network(&b, s->spec_json);
 	buf_puts(&b, ",\"metadata\":");
 	buf_puts(&b, s->metadata_json ? s->metadata_json : "{}");
 	buf_puts(&b, "}");

@@ -12,6 +12,12 @@
 
 #define INVALID(e, field, ...) api_error_set(e, API_ERR_INVALID_FIELD, field, __VA_ARGS__)
 
+/*
+ * network (NULL when absent): r->network, and out's "network" in its
+ * canonical form (egress/policy.h) when it is not none.
+ */
+int task_request_parse_network(json_t *v, struct task_request *r, json_t *out, struct api_error *e);
+
 /* env (NULL when absent): r->env, r->nenv, sorted by name. */
 int task_request_parse_env(json_t *env, struct task_request *r, struct api_error *e);
 

@@ -9,6 +9,7 @@
 #include "api/json-util.h"
 #include "base/cleanup.h"
 #include "core/limits.h"
+#include "egress/policy.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,8 +23,8 @@ _Static_assert(TASK_REQUEST_VALUES_MAX >= 1 + (1 + SPEC_ARGV_MAX) + (1 + 6) + (1
 					      (TASK_REQUEST_METADATA_MAX + 1) / 2,
 	       "the values of a body bound the largest legitimate one");
 
-static const char *const top_fields[] = {"command",	 "limits",   "env",	 "files",
-					 "max_attempts", "retry_on", "metadata", NULL};
+static const char *const top_fields[] = {"command",  "limits",	 "env",	    "files", "max_attempts",
+					 "retry_on", "metadata", "network", NULL};
 static const char *const limit_fields[] = {"memory_mb", "cpus",	     "pids", "disk_mb",
 					   "state_mb",	"timeout_s", NULL};
 
@@ -311,9 +312,49 @@ static int parse_root(json_t *root, struct task_request *r, json_t *out, struct 
 	v = json_object_get(root, "metadata");
 	if (v && (ret = check_metadata(v, e)) < 0)
 		return ret;
-	return json_object_set_new(out, "metadata", v ? json_incref(v) : json_object()) < 0
-		   ? -ENOMEM
-		   : 0;
+	if (json_object_set_new(out, "metadata", v ? json_incref(v) : json_object()) < 0)
+		return -ENOMEM;
+	return task_request_parse_network(json_object_get(root, "network"), r, out, e);
+}
+
+int task_request_parse_network(json_t *v, struct task_request *r, json_t *out, struct api_error *e)
+{
+	struct egress_policy p;
+	struct error err = {0};
+	int ret = egress_policy_from_json(v, &p, &err);
+	if (ret == -ENOMEM)
+		return -ENOMEM;
+	if (ret < 0) {
+		/* egress names the field first: "network.allow[3]: ..." */
+		char field[64];
+		size_t n = strcspn(err.msg, ": ");
+		snprintf(field, sizeof(field), "%.*s", (int)(n < 63 ? n : 63), err.msg);
+		return INVALID(e, field, "%s", err.msg);
+	}
+	if (p.rate_mbit) {
+		egress_policy_release(&p);
+		return INVALID(e, "network.rate_mbit",
+			       "network.rate_mbit: a bandwidth cap is not supported yet");
+	}
+	r->network = p.mode;
+	if (p.mode == EGRESS_ALLOW) {
+		/* for tools that prefer a proxy to the transparent one: unless the task says */
+		json_t *env = json_object_get(out, "env");
+		static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+						    "https_proxy"};
+		for (size_t i = 0; env && i < sizeof(names) / sizeof(*names); i++)
+			if (!json_object_get(env, names[i]) &&
+			    json_object_set_new(env, names[i], json_string(EGRESS_PROXY_URL)) < 0) {
+				egress_policy_release(&p);
+				return -ENOMEM;
+			}
+	}
+	/* the canonical spec names a network only when it has one: none is as before */
+	json_t *canon = p.mode != EGRESS_NONE ? egress_policy_to_json(&p) : NULL;
+	egress_policy_release(&p);
+	if (r->network != EGRESS_NONE && (!canon || json_object_set_new(out, "network", canon) < 0))
+		return -ENOMEM;
+	return 0;
 }
 
 json_t *task_request_load(const char *body, size_t len, struct api_error *e, int *ret)

@@ -6,7 +6,8 @@
  * types invalid_field, a missing command missing_field, each naming the
  * field by its JSON path ("limits.memroy_mb", "command[2]",
  * env["1X"]). Checks run in a fixed order (top-level unknown fields,
- * then command, limits, env, files, max_attempts, retry_on, metadata), so
+ * then command, limits, env, files, max_attempts, retry_on, metadata,
+ * network), so
  * the same body always gets the same error. docs/api.md lists every rule.
  *
  * The canonical spec_json has every default filled in, so the supervisor
@@ -14,6 +15,8 @@
  *	{"command":[...],"env":{...},"files":{...},"limits":{"cpus":1,
  *	 "disk_mb":1024,"memory_mb":512,"pids":256,"state_mb":256,"timeout_s":null},
  *	 "max_attempts":1,"metadata":{},"retry_on":["lost"]}
+ * and "network" (egress/policy.h's canonical form) only when it is not
+ * none.
  * compact, keys sorted, in json-util.h's canonical form. It is itself a
  * valid request, and parsing it gives it back byte for byte. No string in
  * it holds a NUL (\u0000 is refused everywhere, as invalid_field), so any
@@ -89,6 +92,8 @@ struct task_request {
 
 	struct task_request_file *files; /* sorted by path */
 	size_t nfiles;
+
+	int network; /* enum egress_mode (egress/policy.h): none, allow or open */
 
 	uint32_t max_attempts;
 	uint32_t retry_on; /* TASK_STATUS_BIT()s within TASK_REQUEST_RETRYABLE */

@@ -65,7 +65,7 @@ int api_tasks_create(struct api_call *c)
 		return r;
 	}
 	struct error se = {0};
-	if ((r = check_queue(c, &se)) < 0) {
+	if ((r = api_check_network(c, tr.network)) < 0 || (r = check_queue(c, &se)) < 0) {
 		task_request_release(&tr);
 		return r;
 	}

@@ -3,6 +3,8 @@
  */
 #include "cli/options.h"
 
+#include "egress/policy.h"
+
 #include "base/cleanup.h"
 #include "base/json-cleanup.h"
 #include "base/parse.h"
@@ -139,6 +141,15 @@ int cli_body_option(json_t *body, int opt, const char *arg, struct error *err)
 		return add_pair(body, "env", "env", arg, err);
 	case CLI_OPT_METADATA:
 		return add_metadata(body, arg, err);
+	case CLI_OPT_NETWORK: {
+		struct egress_policy p;
+		int r = egress_policy_parse_cli(arg, &p, err);
+		if (r < 0)
+			return r;
+		json_t *j = egress_policy_to_json(&p);
+		egress_policy_release(&p);
+		return cli_body_set(body, "network", j, err);
+	}
 	}
 	return -ENOENT;
 }

@@ -30,6 +30,7 @@ enum {
 	CLI_OPT_ENV,
 	CLI_OPT_METADATA,
 	CLI_OPT_SOCKET,
+	CLI_OPT_NETWORK,
 	CLI_OPT_VERB = 300, /* a verb's own options are numbered from here */
 };
 
@@ -47,6 +48,11 @@ enum {
 	"  --cpus N             CPU quota, fractions allowed (0.5, 2)\n"                           \
 	"  --pids N             most processes and threads at once\n"                              \
 	"  --disk SIZE          writable space (sent in MiB, rounded up)\n"
+
+#define CLI_HELP_NETWORK                                                                           \
+	"  --network MODE       none (the default: only lo), open (any public address),\n"         \
+	"                       or allow:DOMAIN[:PORT][,...] (only those; *.example.org\n"         \
+	"                       for its subdomains; ports 80 and 443 by default)\n"
 
 #define CLI_HELP_METADATA                                                                          \
 	"  --metadata KEY=VALUE a string stored with it, for the caller; or a JSON\n"              \
@@ -74,6 +80,8 @@ enum {
  *   CLI_OPT_PIDS                  a positive whole number into limits.pids
  *   CLI_OPT_ENV                   KEY=VALUE into env; a key given twice is
  *                                 an error
+ *   CLI_OPT_NETWORK               none, open or allow:DOMAIN[,...]
+ *                                 (egress/policy.h) into network
  *   CLI_OPT_METADATA              KEY=VALUE (a string value), or a JSON
  *                                 object (the argument starts with '{' or
  *                                 '['), merged into metadata; a key given

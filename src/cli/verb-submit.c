@@ -42,8 +42,8 @@ static const char help[] =
     "                       separated: failed, oom_killed, timed_out, lost\n"
     "  --file LOCAL:SANDBOX copy the local text file LOCAL into the sandbox at\n"
     "                       the absolute path SANDBOX; repeatable; UTF-8 text\n"
-    "                       only, at most 4 MiB for all files together\n" CLI_HELP_METADATA
-	CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT "\n"
+    "                       only, at most 4 MiB for all files together\n" CLI_HELP_NETWORK
+	CLI_HELP_METADATA CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT "\n"
     "exit status: 0 queued (the id is on stdout); 125 agentbox or agentboxd\n"
     "failed or refused the task (one line on stderr; an error of agentboxd's\n"
     "ends in its code and the field at fault, e.g. (invalid_field, field\n"
@@ -64,6 +64,7 @@ static const struct option options[] = {
     {"retry-on", required_argument, NULL, OPT_RETRY_ON},
     {"file", required_argument, NULL, OPT_FILE},
     {"metadata", required_argument, NULL, CLI_OPT_METADATA},
+    {"network", required_argument, NULL, CLI_OPT_NETWORK},
     {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},

@@ -58,6 +58,8 @@
 #define LAYOUT_OUTPUT	      "output"
 #define LAYOUT_OUTPUT_LEN     "output.len"
 #define LAYOUT_RESULT	      "result.json"
+/* an allow-mode sandbox's refused connections and names, JSON lines (network/relay.h) */
+#define LAYOUT_NETWORK_LOG "network.jsonl"
 
 /* Names in a sandbox's directory (and LAYOUT_LOCK). */
 #define LAYOUT_SANDBOX_JSON "sandbox.json"

@@ -82,5 +82,13 @@ void task_release(struct task *t)
 
 const char *task_event_type_name(enum task_event_type t)
 {
-	return t == TASK_EVENT_PROGRESS ? "progress" : t == TASK_EVENT_STATUS ? "status" : NULL;
+	switch (t) {
+	case TASK_EVENT_PROGRESS:
+		return "progress";
+	case TASK_EVENT_STATUS:
+		return "status";
+	case TASK_EVENT_EGRESS_DENIED:
+		return "egress_denied";
+	}
+	return NULL;
 }

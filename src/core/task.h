@@ -93,8 +93,9 @@ struct task {
 void task_release(struct task *t);
 
 enum task_event_type {
-	TASK_EVENT_PROGRESS = 0, /* a JSON object the task wrote */
-	TASK_EVENT_STATUS,	 /* {"status": ..., "exit_code": ..., "error": ...} */
+	TASK_EVENT_PROGRESS = 0,  /* a JSON object the task wrote */
+	TASK_EVENT_STATUS,	  /* {"status": ..., "exit_code": ..., "error": ...} */
+	TASK_EVENT_EGRESS_DENIED, /* {"host", "address", "port", "reason"}: network/relay.h */
 };
 
 const char *task_event_type_name(enum task_event_type t);

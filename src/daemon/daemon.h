@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "fleet/fleet.h"
 #include "sched/sched.h"
+#include "egress/addr.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -30,6 +31,7 @@
 #define DAEMON_CONNECTIONS_MAX	 256
 #define DAEMON_QUEUED_MAX	 10000	 /* tasks waiting at once, by default */
 #define DAEMON_QUEUED_LIMIT	 1000000 /* the most --max-queued takes */
+#define DAEMON_ALLOW_CIDR_MAX	 64	 /* --allow-cidr options */
 
 /*
  * What one client may hold (server.c). libmicrohttpd's timeouts count the
@@ -82,6 +84,10 @@ struct daemon_config {
 	struct api_host_limits host; /* the most one sandbox or task may ask for */
 	unsigned sandboxes_max;	     /* handed out at once; 0 = DAEMON_SANDBOXES_MAX */
 	uint64_t sandbox_memory_max; /* their memory limits together; 0 = twice the host's */
+	struct cidr allowed[DAEMON_ALLOW_CIDR_MAX]; /* --allow-cidr */
+	const char *allowed_text[DAEMON_ALLOW_CIDR_MAX];
+	size_t nallowed;
+	const char *resolver; /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
 };
 
 struct store_pool {
@@ -101,6 +107,8 @@ struct daemon {
 	struct sched *sched; /* the scheduler, driven by its own thread */
 	volatile int stopping;
 	atomic_size_t bodies; /* bytes of request bodies held now (DAEMON_BODIES_MAX_MB) */
+	pthread_mutex_t network_lock;
+	bool network_ready; /* agentbox's table is installed (network.c) */
 };
 
 int store_pool_init(struct store_pool *p, const char *db_path, struct error *err);
@@ -113,6 +121,17 @@ struct listener;
 int server_start(struct daemon *d, int listen_fd, const char *token, struct listener **ret,
 		 struct error *err);
 void server_stop(struct listener *l);
+
+/*
+ * The host's side of sandboxes with a network (network.c). ready: the
+ * API's network_ready hook (data: the daemon), installs agentbox's table
+ * and turns on forwarding, once. start: replaces a table left by an
+ * earlier daemon. stop: on a clean stop, removes it when nothing needs
+ * it any more (no sandbox link, no task waiting).
+ */
+int daemon_network_ready(void *data, struct error *err);
+int daemon_network_start(struct daemon *d, struct error *err);
+int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err);
 
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);

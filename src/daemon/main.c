@@ -27,8 +27,10 @@
 #include "core/limits.h"
 #include "sched/sched.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <poll.h>
@@ -74,6 +76,11 @@ static const char usage_text[] =
     "  --max-sandbox-memory MB  their memory limits and running tasks' added up\n"
     "                     (default: twice the host's memory, as limits are\n"
     "                     ceilings); more: 503, and tasks wait in the queue\n"
+    "  --allow-cidr CIDR  let sandboxes with a network reach this private, shared\n"
+    "                     (100.64/10) or ULA network, refused by default; repeat\n"
+    "                     for more (at most 64)\n"
+    "  --resolver ADDR[:PORT]  the DNS server that allow-mode sandboxes' names are\n"
+    "                     resolved with (default: the host's /etc/resolv.conf)\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
     "  --print-token      print the TCP token (made at first start) and exit\n"
@@ -141,6 +148,7 @@ struct run {
 	pthread_t sched_tid;
 	bool sched_started;
 	char *default_spec; /* the canonical spec of the default limits (the pool's) */
+	char *egress_json;  /* the host's egress settings, for launchers (sched.h) */
 	struct listener *unix_l, *tcp_l;
 	struct stat sock_st; /* our socket file, to remove only that one */
 };
@@ -162,6 +170,8 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"max-pids", required_argument, NULL, 'I'},
 	    {"max-sandboxes", required_argument, NULL, 'S'},
 	    {"max-sandbox-memory", required_argument, NULL, 'T'},
+	    {"allow-cidr", required_argument, NULL, 'C'},
+	    {"resolver", required_argument, NULL, 'R'},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -251,6 +261,62 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			}
 			d->cfg.host.queued_max = v;
 			break;
+		case 'C': {
+			struct cidr c;
+			enum addr_class why;
+			if (d->cfg.nallowed == DAEMON_ALLOW_CIDR_MAX) {
+				fprintf(stderr, "agentboxd: --allow-cidr: more than %d\n",
+					DAEMON_ALLOW_CIDR_MAX);
+				return 2;
+			}
+			if (cidr_parse(optarg, &c) < 0) {
+				fprintf(stderr,
+					"agentboxd: --allow-cidr: '%s' is not a network "
+					"(ADDR/PREFIX, host bits zero)\n",
+					optarg);
+				return 2;
+			}
+			/* it may open private, shared and ULA ranges, and nothing else:
+			 * both its ends must be such (a CIDR is one aligned block) */
+			struct addr last = c.net;
+			for (unsigned bit = c.prefix; bit < 128; bit++)
+				last.b[bit / 8] |= (uint8_t)(0x80 >> (bit % 8));
+			if (addr_classify(&c.net) == ADDR_PUBLIC ||
+			    addr_classify(&last) == ADDR_PUBLIC ||
+			    !addr_is_reachable(&c.net, &c, 1, &why) ||
+			    !addr_is_reachable(&last, &c, 1, &why)) {
+				fprintf(stderr,
+					"agentboxd: --allow-cidr: '%s' is not a private, shared "
+					"(100.64/10) or ULA network\n",
+					optarg);
+				return 2;
+			}
+			d->cfg.allowed_text[d->cfg.nallowed] = optarg;
+			d->cfg.allowed[d->cfg.nallowed++] = c;
+			break;
+		}
+		case 'R': {
+			struct in_addr a;
+			char host[INET_ADDRSTRLEN];
+			const char *colon = strchr(optarg, ':');
+			size_t n = colon ? (size_t)(colon - optarg) : strlen(optarg);
+			uint64_t port = 53;
+			if (n >= sizeof(host) ||
+			    (colon && (parse_u64(colon + 1, &port) < 0 || !port || port > 65535))) {
+				n = sizeof(host);
+			} else {
+				memcpy(host, optarg, n);
+				host[n] = '\0';
+			}
+			if (n >= sizeof(host) || inet_pton(AF_INET, host, &a) != 1) {
+				fprintf(stderr,
+					"agentboxd: --resolver: '%s' is not an IPv4 ADDR[:PORT]\n",
+					optarg);
+				return 2;
+			}
+			d->cfg.resolver = optarg;
+			break;
+		}
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -451,10 +517,22 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 		return error_set(err, EINVAL, "the default sandbox spec: %s", e.message);
 	run->default_spec = TAKE_PTR(def.spec_json);
 	sandbox_request_release(&def);
+	json_t *egress = json_object(), *cidrs = json_array();
+	for (size_t i = 0; cidrs && i < d->cfg.nallowed; i++)
+		json_array_append_new(cidrs, json_string(d->cfg.allowed_text[i]));
+	if (egress && cidrs)
+		json_object_set_new(egress, "allow_cidr", cidrs);
+	if (egress && d->cfg.resolver)
+		json_object_set_new(egress, "resolver", json_string(d->cfg.resolver));
+	run->egress_json = egress ? json_dumps(egress, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(egress);
+	if (!run->egress_json)
+		return error_set(err, ENOMEM, "out of memory");
 	struct fleet_config fc = {.state_dir = d->cfg.state_dir,
 				  .shim_path = d->cfg.shim_path,
 				  .db_path = d->db_path,
 				  .default_spec_json = run->default_spec,
+				  .egress_json = run->egress_json,
 				  .pool_size = d->cfg.pool_size,
 				  .sandboxes_max = d->cfg.sandboxes_max,
 				  .memory_max = d->cfg.sandbox_memory_max,
@@ -465,12 +543,14 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 	/* after the fleet: tasks' memory counts against the sandboxes' total */
 	struct sched_config sc = {.state_dir = d->cfg.state_dir,
 				  .supervisor_path = d->cfg.supervisor_path,
+				  .egress_json = run->egress_json,
 				  .max_running = d->cfg.max_running,
 				  .log = log_line,
 				  .admit = admit_task,
 				  .release = release_task,
 				  .data = d};
-	if ((r = sched_new(&sc, run->sched_store, &run->sched, err)) < 0)
+	if ((r = sched_new(&sc, run->sched_store, &run->sched, err)) < 0 ||
+	    (r = daemon_network_start(d, err)) < 0)
 		return r;
 	return sched_recover(run->sched, err);
 }
@@ -515,6 +595,11 @@ static void stop(struct daemon *d, struct run *run)
 	if (run->sched_started)
 		pthread_join(run->sched_tid, NULL);
 	fleet_free(d->fleet); /* sandboxes go on under their shims */
+	uint64_t queued = 1;
+	struct error err = {0};
+	(void)store_task_count(run->sched_store, TASK_QUEUED, &queued, &err);
+	if (daemon_network_stop(d, queued > 0, &err) < 0)
+		fprintf(stderr, "agentboxd: %s\n", err.msg);
 	/* the path is ours to remove only if it is still our socket */
 	struct stat now_st;
 	if (run->unix_l && stat(d->cfg.socket_path, &now_st) == 0 &&
@@ -524,6 +609,7 @@ static void stop(struct daemon *d, struct run *run)
 	store_close(run->sched_store);
 	store_pool_release(&d->pool);
 	free(run->default_spec);
+	free(run->egress_json);
 }
 
 int main(int argc, char **argv)
@@ -539,7 +625,8 @@ int main(int argc, char **argv)
 				   .shim_path = shim,
 				   .max_running = SCHED_MAX_RUNNING_DEFAULT,
 				   .pool_size = fleet_pool_default()},
-			   .wake_fd = -1};
+			   .wake_fd = -1,
+			   .network_lock = PTHREAD_MUTEX_INITIALIZER};
 	bool print_token = false;
 	int status = parse_options(argc, argv, &d, &print_token);
 	if (status >= 0)

@@ -399,6 +399,7 @@ static void make_ctx(struct listener *l, struct api_ctx *ctx)
 	    .store_release = release_store,
 	    .fleet_ops = &fleet_shim_ops,
 	    .fleet = l->d->fleet,
+	    .network_ready = daemon_network_ready,
 	    .task_submitted = on_task_submitted,
 	    .task_cancel_requested = on_cancel_requested,
 	    .hook_data = l->d,

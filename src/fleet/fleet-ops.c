@@ -80,11 +80,29 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 		_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		r = dfd < 0 ? -errno : fleet_write_json(dfd, LAYOUT_ENV_JSON, env);
 	}
+	if (r < 0) {
+		json_decref(sj);
+		return error_set_errno(err, -r, "%s/" LAYOUT_ENV_JSON, dir);
+	}
+	/* and no network: its link is made now, before it is handed out */
+	json_t *net = json_object_get(sj, "network");
+	json_t *egress = json_loads(f->cfg.egress_json ? f->cfg.egress_json : "{}", 0, NULL);
+	json_t *msg = net && egress ? json_pack("{s:s, s:O, s:O}", "op", "network", "network", net,
+						"egress", egress)
+				    : NULL;
+	json_decref(egress);
+	json_t *reply = NULL;
+	if (net)
+		r = msg ? fleet_call(f, id, msg, -1, &reply, NULL, err)
+			: error_set(err, ENOMEM, "out of memory");
+	json_decref(reply);
+	json_decref(msg);
 	json_decref(sj);
 	if (r < 0)
-		return error_set_errno(err, -r, "%s/" LAYOUT_ENV_JSON, dir);
+		return r;
 	int64_t expires = now + spec->timeout_ms;
-	if ((r = store_sandbox_claim(st, id, now, expires, spec->metadata_json, err)) < 0)
+	if ((r = store_sandbox_claim(st, id, now, expires, spec->spec_json, spec->metadata_json,
+				     err)) < 0)
 		return r;
 	return fleet_tell(f, id, "expire", expires, 5000, err);
 }

@@ -254,6 +254,19 @@ int fleet_processes(struct fleet *f, const char *id, json_t **ret, struct error 
 	return *ret ? 0 : error_set(err, ENOMEM, "out of memory");
 }
 
+int fleet_network(struct fleet *f, const char *id, json_t **ret, struct error *err)
+{
+	_cleanup_json_ json_t *msg = json_pack("{s:s}", "op", "status"), *reply = NULL;
+	if (!msg)
+		return error_set(err, ENOMEM, "out of memory");
+	int r = fleet_call(f, id, msg, -1, &reply, NULL, err);
+	if (r < 0)
+		return r;
+	json_t *net = json_object_get(reply, "network");
+	*ret = json_incref(json_is_object(net) ? net : NULL) ?: json_null();
+	return 0;
+}
+
 int fleet_kill(struct fleet *f, const char *id, long pid, int sig, struct error *err)
 {
 	return call_simple(
@@ -352,6 +365,7 @@ const struct fleet_ops fleet_shim_ops = {
     .done = fleet_done,
     .watch = fleet_watch,
     .processes = fleet_processes,
+    .network = fleet_network,
     .kill = fleet_kill,
     .read_output = fleet_read_output,
     .exit_record = fleet_exit_record,

@@ -207,9 +207,14 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
 		return error_set_errno(err, errno, "%s", dir);
 	_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	json_t *spec = json_loads(spec_json, 0, NULL);
-	json_t *sj = spec ? json_pack("{s:s, s:I, s:o}", "id", id, "expires_at",
-				      (json_int_t)expires_at, "spec", spec)
-			  : NULL;
+	json_t *egress = json_loads(f->cfg.egress_json ? f->cfg.egress_json : "{}", 0, NULL);
+	if (!egress)
+		json_decref(TAKE_PTR(spec));
+	json_t *sj = spec && egress
+			 ? json_pack("{s:s, s:I, s:o, s:O}", "id", id, "expires_at",
+				     (json_int_t)expires_at, "spec", spec, "egress", egress)
+			 : NULL;
+	json_decref(egress);
 	json_t *env = json_loads(env_json ? env_json : "{}", 0, NULL);
 	int r = dfd < 0 ? -errno : (!sj || !env) ? -ENOMEM : 0;
 	if (r == 0)

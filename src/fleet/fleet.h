@@ -88,6 +88,9 @@ struct fleet_config {
 	const char *db_path;	       /* the keeper opens its own store */
 	const char *default_spec_json; /* the canonical spec of the default limits */
 	unsigned pool_size;	       /* 0 = no pool */
+	/* The host's egress settings, as sched.h's egress_json: written into
+	 * sandbox.json and the claim's "network" request. NULL: none. */
+	const char *egress_json;
 	/* Admission: the most sandboxes handed out at once, and the most
 	 * their memory limits, with those of running tasks
 	 * (fleet_admit_task()), may add up to (0 = no bound). The warm pool
@@ -167,6 +170,8 @@ struct fleet_ops {
 	void (*done)(struct fleet *f, const char *id, int fd);
 	int (*watch)(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err);
 	int (*processes)(struct fleet *f, const char *id, json_t **ret, struct error *err);
+	/* {"mode", "bytes_in", "bytes_out"} of its link now, or JSON null without one */
+	int (*network)(struct fleet *f, const char *id, json_t **ret, struct error *err);
 	int (*kill)(struct fleet *f, const char *id, long pid, int sig, struct error *err);
 	int (*read_output)(struct fleet *f, const char *id, long pid, const char *ext, size_t max,
 			   char **ret, size_t *ret_len, bool *ret_more);
@@ -240,6 +245,7 @@ void fleet_done(struct fleet *f, const char *id, int fd);
 
 /* The shim's list of processes (its "processes" array; caller decrefs). */
 int fleet_processes(struct fleet *f, const char *id, json_t **ret, struct error *err);
+int fleet_network(struct fleet *f, const char *id, json_t **ret, struct error *err);
 
 /* Send signal sig to process pid of the sandbox. */
 int fleet_kill(struct fleet *f, const char *id, long pid, int sig, struct error *err);

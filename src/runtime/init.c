@@ -204,7 +204,8 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		error_set_errno(&err, -r, "join the sandbox's cgroup");
 		fail(INIT_STATUS_FD, &err);
 	}
-	if (unshare(CLONE_NEWCGROUP | CLONE_NEWNET) < 0) {
+	/* a networked sandbox's namespace came with the clone: see clone_init() */
+	if (unshare(CLONE_NEWCGROUP | (ctx->spec->network_attach ? 0 : CLONE_NEWNET)) < 0) {
 		error_set_errno(&err, errno, "new cgroup and network namespaces");
 		fail(INIT_STATUS_FD, &err);
 	}

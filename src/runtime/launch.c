@@ -440,6 +440,9 @@ static int clone_init(struct sandbox *sb, struct launch_ctx *ctx, struct error *
 	int cgfd = sb->cg ? cgroup_clone_fd(sb->cg) : -1;
 	if (cgfd >= 0)
 		flags |= CLONE_INTO_CGROUP;
+	/* ...unless the launcher plumbs it before init goes on */
+	if (ctx->spec->network_attach)
+		flags |= CLONE_NEWNET;
 	int pidfd = -1;
 	struct clone3_args args = {
 	    .flags = flags,
@@ -551,6 +554,9 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		error_set_errno(err, -r, "cannot map the sandbox's user ids");
 		goto fail_started;
 	}
+	if (spec->network_attach &&
+	    (r = spec->network_attach(spec->network_arg, sb->pidfd, sb->ids.slot, err)) < 0)
+		goto fail_started;
 	/* Go. If init has died already, sandbox_wait() reports why. */
 	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
 	*ret = sb;
@@ -730,6 +736,15 @@ int sandbox_wait_io(struct sandbox *sb, int cancel_fd, const struct sandbox_io *
 	}
 	*ret = res;
 	return 0;
+}
+
+int sandbox_attach_network(struct sandbox *sb,
+			   int (*attach)(void *arg, int pidfd, unsigned slot, struct error *err),
+			   void *arg, struct error *err)
+{
+	if (sb->reaped || sb->pidfd < 0)
+		return error_set(err, ESRCH, "the sandbox has ended");
+	return attach(arg, sb->pidfd, sb->ids.slot, err);
 }
 
 struct sandbox *sandbox_free(struct sandbox *sb)

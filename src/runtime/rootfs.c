@@ -114,7 +114,9 @@ static int populate_host(struct error *err)
 	    {"etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
 	    {"etc/hosts", "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost\n"},
 	    {"etc/hostname", SANDBOX_HOSTNAME "\n"},
-	    {"etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+	    {"etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"},
+	    /* answered outside, for a sandbox with a network; unreachable without one */
+	    {"etc/resolv.conf", "nameserver " SANDBOX_RESOLVER "\noptions edns0\n"},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(files); i++)
 		if ((r = create_file_at(AT_FDCWD, files[i].name, files[i].text, 0644)) < 0)

@@ -96,6 +96,15 @@ int sandbox_kill(struct sandbox *sb);
 /* Free the handle, killing and removing a sandbox still running. NULL. */
 struct sandbox *sandbox_free(struct sandbox *sb);
 
+/*
+ * A running sandbox's network, attached after its start (a pooled sandbox
+ * given a network when it is claimed): spec->network_attach's work, on a
+ * sandbox whose init already runs. attach gets init's pidfd and the slot.
+ */
+int sandbox_attach_network(struct sandbox *sb,
+			   int (*attach)(void *arg, int pidfd, unsigned slot, struct error *err),
+			   void *arg, struct error *err);
+
 /* The run directory (AGENTBOX_RUN_DIR or the default). */
 const char *sandbox_run_dir(void);
 

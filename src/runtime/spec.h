@@ -18,7 +18,8 @@
  *     are there, owned by the sandbox user, when the command starts;
  *   - the environment is exactly PATH, HOME (= workdir), LANG, and the
  *     caller's --env values, which win over the defaults;
- *   - the hostname is "agentbox" and the only network interface is lo.
+ *   - the hostname is "agentbox"; the only network interface is lo, unless
+ *     the launcher attaches a network (network_attach below): then eth0.
  */
 #ifndef AGENTBOX_RUNTIME_SPEC_H
 #define AGENTBOX_RUNTIME_SPEC_H
@@ -34,6 +35,13 @@
 #define SANDBOX_UID	 1000
 #define SANDBOX_GID	 1000
 #define SANDBOX_HOSTNAME "agentbox"
+/*
+ * /etc/resolv.conf's name server (a default root). A sandbox with a network
+ * has every DNS query answered by its resolver outside, whatever the address
+ * (network/table.h); this one is egress/policy.h's EGRESS_PROXY_ADDRESS,
+ * which no sandbox holds. Without a network it is unreachable.
+ */
+#define SANDBOX_RESOLVER "10.231.0.1"
 
 struct volume {
 	const char *host;   /* absolute host path: a directory, a file or a FIFO */
@@ -89,6 +97,16 @@ struct spec {
 	const char *workdir; /* absolute; created empty and writable */
 	const char *rootfs;  /* NULL = host /usr + synthesized /etc */
 	enum network_mode network;
+
+	/*
+	 * Set by a launcher whose sandbox has a network: sandbox_start() then
+	 * makes the network namespace with the others, and calls this once
+	 * the ids are mapped and before anything runs inside, with init's
+	 * pidfd and the sandbox's uid-range slot, to plumb it (network/link.h).
+	 * A failure fails the start. NULL: only lo.
+	 */
+	int (*network_attach)(void *arg, int pidfd, unsigned slot, struct error *err);
+	void *network_arg;
 };
 
 /* Fill spec with the defaults above; argv stays NULL. */

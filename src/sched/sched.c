@@ -166,13 +166,15 @@ struct count_ctx {
 static int count_progress(const struct task_event *ev, void *data)
 {
 	struct count_ctx *c = data;
-	if (ev->type == TASK_EVENT_PROGRESS && ev->attempt == c->attempt)
+	/* the journal numbers both kinds of its lines in one sequence */
+	if ((ev->type == TASK_EVENT_PROGRESS || ev->type == TASK_EVENT_EGRESS_DENIED) &&
+	    ev->attempt == c->attempt)
 		c->n++;
 	c->last = ev->seq;
 	return 0;
 }
 
-/* How many progress lines of this attempt the store holds already. */
+/* How many journal lines (progress, egress_denied) of this attempt the store holds already. */
 static int count_imported(struct sched *s, struct running *r, struct error *err)
 {
 	struct count_ctx c = {.attempt = r->attempt};
@@ -231,9 +233,13 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 		json_t *data = json_object_get(rec, "data");
 		if (rec && json_is_object(data) && (uint64_t)no > imported) {
 			_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
-			rr = text ? store_progress_append(s->st, r->id, r->attempt, text, t, NULL,
-							  err)
-				  : -ENOMEM;
+			const char *type = json_string_value(json_object_get(rec, "type"));
+			bool egress = type && strcmp(type, "egress_denied") == 0;
+			rr = !text    ? -ENOMEM
+			     : egress ? store_egress_denied_append(s->st, r->id, r->attempt, text,
+								   t, err)
+				      : store_progress_append(s->st, r->id, r->attempt, text, t,
+							      NULL, err);
 			/* refused for good (the merged progress would pass its cap): the
 			 * line is dropped, its savepoint undone, the import goes on */
 			if (rr == -E2BIG || rr == -EINVAL) {
@@ -356,12 +362,18 @@ static void cancel_if_asked(struct sched *s, struct running *r)
 		r->cancel_sent = true;
 }
 
-static int write_attempt_json(const char *path, const struct task *t)
+static int write_attempt_json(const struct sched *s, const char *path, const struct task *t)
 {
 	json_t *spec = json_loads(t->spec_json, 0, NULL);
-	json_t *root = spec ? json_pack("{s:s, s:I, s:o}", "task_id", t->id, "attempt",
-					(json_int_t)t->attempt, "spec", spec)
-			    : NULL;
+	json_t *egress = json_loads(s->cfg.egress_json ? s->cfg.egress_json : "{}", 0, NULL);
+	if (!spec || !egress) {
+		json_decref(spec);
+		json_decref(egress);
+		return -EINVAL;
+	}
+	/* "o" steals both references, on failure too */
+	json_t *root = json_pack("{s:s, s:I, s:o, s:o}", "task_id", t->id, "attempt",
+				 (json_int_t)t->attempt, "spec", spec, "egress", egress);
 	if (!root)
 		return -EINVAL;
 	_cleanup_free_ char *text = json_dumps(root, JSON_COMPACT);
@@ -396,7 +408,7 @@ static int start_attempt(struct sched *s, const struct task *t, uint64_t memory,
 	if (r < 0 || (r = mkdir_p_at(AT_FDCWD, dir, 0700)) < 0)
 		return error_set_errno(err, -r, "%s", dir);
 	if ((r = attempt_file(s, t->id, t->attempt, LAYOUT_ATTEMPT_JSON, path)) < 0 ||
-	    (r = write_attempt_json(path, t)) < 0)
+	    (r = write_attempt_json(s, path, t)) < 0)
 		return error_set_errno(err, -r, "%s", path);
 	if ((r = attempt_file(s, t->id, t->attempt, LAYOUT_LOCK, path)) < 0)
 		return error_set_errno(err, -r, "%s", path);

@@ -38,6 +38,12 @@
 struct sched_config {
 	const char *state_dir;	     /* <state>/tasks/... (core/layout.h) */
 	const char *supervisor_path; /* the agentbox-supervisor binary */
+	/*
+	 * The host's egress settings for a task with a network, written into
+	 * attempt.json as "egress" (supervisor/spec-json.h): a JSON object,
+	 * {"resolver": "ADDR:PORT", "allow_cidr": [...]}. NULL: none.
+	 */
+	const char *egress_json;
 	unsigned max_running;
 
 	/*

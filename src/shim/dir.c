@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int dir_load(struct shim *s, struct error *err)
 {
@@ -31,8 +32,18 @@ int dir_load(struct shim *s, struct error *err)
 	spec_json_limits(json_object_get(spec, "limits"), &s->spec);
 	s->spec.timeout_ms = 0; /* an interactive sandbox ends by its expiry */
 	s->spec.serve = true;
-	int r = spec_json_env(json_object_get(spec, "env"), 0, "sandbox.json: spec.env",
-			      &s->spec_env, err);
+	char self[64], dir[4096];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", s->dirfd);
+	ssize_t n = readlink(self, dir, sizeof(dir) - 1);
+	if (n <= 0)
+		return error_set_errno(err, errno, "the sandbox's directory");
+	dir[n] = '\0';
+	snprintf(s->network_log, sizeof(s->network_log), "%s/%s", dir, LAYOUT_NETWORK_LOG);
+	int r = spec_json_network(json_object_get(spec, "network"), json_object_get(root, "egress"),
+				  s->network_log, &s->net, &s->spec, err);
+	if (r == 0)
+		r = spec_json_env(json_object_get(spec, "env"), 0, "sandbox.json: spec.env",
+				  &s->spec_env, err);
 	for (char **e = s->spec_env; r == 0 && *e; e++)
 		if (spec_add_env(&s->spec, *e) < 0)
 			r = error_set(err, E2BIG, "sandbox.json: spec.env has too many entries");

@@ -101,6 +101,7 @@ static int start_sandbox(struct shim *s, struct error *err)
 	int r = spec_validate(&s->spec, err);
 	if (r < 0 || (r = sandbox_start(&s->spec, &s->sb, err)) < 0)
 		return r;
+	s->networked = s->spec.network_attach != NULL;
 
 	_cleanup_close_ int root = -1;
 	struct error probe = {0};
@@ -220,6 +221,7 @@ static void release(struct shim *s)
 	free(s->buf);
 	free(s->default_env);
 	spec_release(&s->spec);
+	spec_network_release(&s->net);
 	strv_free(s->spec_env);
 }
 

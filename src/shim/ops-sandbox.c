@@ -1,5 +1,7 @@
-/* pause, resume, expire, status, stop: the sandbox as a whole. */
+/* pause, resume, expire, network, status, stop: the sandbox as a whole. */
 #include "shim/shim-internal.h"
+
+#include "supervisor/spec-json.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -50,6 +52,30 @@ int op_expire(struct shim *s, struct conn *c, json_t *req, int fd, struct error 
 	return reply_ok(s, c);
 }
 
+/* A pooled sandbox, claimed with a network: its link, before it is handed out. */
+int op_network(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
+{
+	(void)fd;
+	if (s->end_reason || !s->sb)
+		return error_set(err, ECANCELED, "the sandbox is ending");
+	if (s->networked)
+		return error_set(err, EEXIST, "the sandbox has a network already");
+	struct spec net = {0};
+	int r = spec_json_network(json_object_get(req, "network"), json_object_get(req, "egress"),
+				  s->network_log, &s->net, &net, err);
+	if (r < 0)
+		return r;
+	if (!net.network_attach)
+		return reply_ok(s, c);
+	if ((r = sandbox_attach_network(s->sb, net.network_attach, net.network_arg, err)) < 0) {
+		spec_network_release(&s->net);
+		return r;
+	}
+	s->networked = true;
+	shim_note("the sandbox's network is %s", s->net.allow ? "allow" : "open");
+	return reply_ok(s, c);
+}
+
 int op_status(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
 {
 	(void)req;
@@ -59,6 +85,13 @@ int op_status(struct shim *s, struct conn *c, json_t *req, int fd, struct error 
 	    (json_int_t)s->expires_at, "init_pid", s->sb ? (int)sandbox_init_pid(s->sb) : 0,
 	    "running", (json_int_t)s->running, "ending", s->end_reason != NULL);
 	if (!m)
+		return error_set(err, ENOMEM, "out of memory");
+	uint64_t in, out;
+	if (s->networked && spec_network_bytes(&s->net, &in, &out) == 0 &&
+	    json_object_set_new(m, "network",
+				json_pack("{s:s, s:I, s:I}", "mode",
+					  s->net.allow ? "allow" : "open", "bytes_in",
+					  (json_int_t)in, "bytes_out", (json_int_t)out)) < 0)
 		return error_set(err, ENOMEM, "out of memory");
 	conn_send(s, c, m, -1);
 	return 0;

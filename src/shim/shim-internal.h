@@ -25,6 +25,7 @@
 #include "runtime/sandbox.h"
 #include "runtime/serve.h"
 #include "runtime/spec.h"
+#include "supervisor/spec-json.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -107,6 +108,9 @@ struct shim {
 	char **default_env; /* for exec without env: spec_build_env() */
 	int64_t expires_at; /* wall clock ms; 0 = never */
 	bool paused;
+	bool networked; /* its link is made (at start, or by op_network at a claim) */
+	struct spec_network net;
+	char network_log[4200]; /* the relay's refusals: <dir>/LAYOUT_NETWORK_LOG */
 
 	const char *end_reason; /* set once the shim ends the sandbox itself */
 	char end_detail[256];
@@ -196,6 +200,6 @@ json_t *json_text(const char *text);
 typedef int op_fn(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err);
 op_fn op_exec, op_watch, op_kill, op_processes;
 op_fn op_open, op_rename, op_unlink;
-op_fn op_pause, op_resume, op_expire, op_status, op_stop;
+op_fn op_pause, op_resume, op_expire, op_network, op_status, op_stop;
 
 #endif

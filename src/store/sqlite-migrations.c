@@ -92,6 +92,20 @@ const struct sqlite_migration sqlite_migrations[] = {
 	 "	sandbox_pk INTEGER PRIMARY KEY REFERENCES sandboxes (pk) ON DELETE CASCADE,\n"
 	 "	spec_json  TEXT NOT NULL\n"
 	 ");\n"},
+	/* SQLite cannot change a CHECK: the table is made again, with its rows */
+	{3, "egress_denied events",
+	 "CREATE TABLE events_3 (\n"
+	 "	task_pk   INTEGER NOT NULL REFERENCES tasks (pk) ON DELETE CASCADE,\n"
+	 "	seq       INTEGER NOT NULL CHECK (seq >= 1),\n"
+	 "	attempt   INTEGER NOT NULL CHECK (attempt >= 0),\n"
+	 "	type      TEXT    NOT NULL CHECK (type IN ('progress', 'status', 'egress_denied')),\n"
+	 "	time      INTEGER NOT NULL,\n"
+	 "	data_json TEXT    NOT NULL,\n"
+	 "	PRIMARY KEY (task_pk, seq)\n"
+	 ") WITHOUT ROWID;\n"
+	 "INSERT INTO events_3 SELECT task_pk, seq, attempt, type, time, data_json FROM events;\n"
+	 "DROP TABLE events;\n"
+	 "ALTER TABLE events_3 RENAME TO events;\n"},
 };
 /* clang-format on */
 

@@ -41,6 +41,7 @@ struct store_row {
 struct store_sandbox_row {
 	int64_t key;		  /* the backend's handle of the row */
 	struct sandbox_record sb; /* sb.spec_json is NULL; the other strings owned */
+	const char *new_spec;	  /* for sandbox_update: the spec to replace, or NULL */
 };
 
 struct store_ops {

@@ -67,6 +67,7 @@ enum stmt {
 	S_SBX_LOCK,
 	S_SBX_UPDATE,
 	S_SBX_DELETE_SPEC,
+	S_SBX_UPDATE_SPEC,
 	S_SBX_DELETE,
 	STMT_COUNT
 };
@@ -115,6 +116,7 @@ static const char *const stmt_sql[STMT_COUNT] = {
 	[S_SBX_INSERT] = "INSERT INTO sandboxes (id, status, created_at, expires_at, metadata_json) "
 			 "VALUES (?1, ?2, ?3, ?4, ?5)",
 	[S_SBX_INSERT_SPEC] = "INSERT INTO sandbox_specs (sandbox_pk, spec_json) VALUES (?1, ?2)",
+	[S_SBX_UPDATE_SPEC] = "UPDATE sandbox_specs SET spec_json = ?2 WHERE sandbox_pk = ?1",
 	[S_SBX_GET] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM sandboxes b "
 		      "JOIN sandbox_specs s ON s.sandbox_pk = b.pk WHERE b.id = ?1",
 	[S_SBX_POSITION] = "SELECT created_at, pk FROM sandboxes WHERE id = ?1",
@@ -540,6 +542,8 @@ static int sq_events(struct store *st, const char *id, int64_t after_seq, size_t
 		};
 		if (type && strcmp(type, task_event_type_name(TASK_EVENT_STATUS)) == 0)
 			ev.type = TASK_EVENT_STATUS;
+		else if (type && strcmp(type, task_event_type_name(TASK_EVENT_EGRESS_DENIED)) == 0)
+			ev.type = TASK_EVENT_EGRESS_DENIED;
 		else if (!type || strcmp(type, task_event_type_name(TASK_EVENT_PROGRESS)) != 0) {
 			r = error_set(err, EIO, "store: event %lld of task %s is corrupt",
 				      (long long)ev.seq, id);
@@ -710,7 +714,12 @@ static int sq_sandbox_update(struct store *st, const struct store_sandbox_row *r
 		return r;
 	if (sqlite3_changes(s->db) != 1)
 		return error_set(err, EIO, "store: sandbox %s vanished while locked", sb->id);
-	return 0;
+	if (!row->new_spec)
+		return 0;
+	_cleanup_reset_ sqlite3_stmt *qs = s->stmt[S_SBX_UPDATE_SPEC];
+	sqlite3_bind_int64(qs, 1, row->key);
+	sqlite3_bind_text(qs, 2, row->new_spec, -1, SQLITE_STATIC);
+	return step(s, qs, err, "updating a sandbox's spec");
 }
 
 static int sq_sandbox_delete(struct store *st, const struct store_sandbox_row *row,

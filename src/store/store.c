@@ -383,6 +383,31 @@ int store_progress_append(struct store *st, const char *id, uint32_t attempt, co
 	return r;
 }
 
+int store_egress_denied_append(struct store *st, const char *id, uint32_t attempt,
+			       const char *data_json, int64_t now, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no task id given");
+	if (!store_json_is_object(data_json))
+		return error_set(err, EINVAL,
+				 "store: an egress_denied event must be one JSON object");
+	struct store_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->lock(st, id, &row, err);
+	if (r == 0)
+		r = fence(&row, attempt, err);
+	if (r == 0)
+		r = st->ops->event_add(st, &row, TASK_EVENT_EGRESS_DENIED, attempt, now, data_json,
+				       err);
+	if (r == 0)
+		r = st->ops->update(st, &row, err);
+	r = op_end(st, r, err);
+	store_row_release(&row);
+	return r;
+}
+
 int store_events_list(struct store *st, const char *id, int64_t after_seq, size_t limit,
 		      int (*fn)(const struct task_event *ev, void *data), void *data,
 		      struct error *err)
@@ -508,7 +533,7 @@ int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
 }
 
 int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t expires_at,
-			const char *metadata_json, struct error *err)
+			const char *spec_json, const char *metadata_json, struct error *err)
 {
 	if (!id)
 		return error_set(err, EINVAL, "store: no sandbox id given");
@@ -517,6 +542,8 @@ int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t e
 				 (long long)expires_at);
 	const char *metadata = metadata_json ? metadata_json : "{}";
 	int r = check_object(metadata, SANDBOX_METADATA_MAX, "metadata", id, err);
+	if (r == 0 && spec_json)
+		r = check_object(spec_json, SANDBOX_SPEC_MAX, "spec", id, err);
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *copy = strdup(metadata);
@@ -536,6 +563,7 @@ int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t e
 		row.sb.expires_at = expires_at;
 		free(row.sb.metadata_json);
 		row.sb.metadata_json = TAKE_PTR(copy);
+		row.new_spec = spec_json;
 		r = st->ops->sandbox_update(st, &row, err);
 	}
 	r = op_end(st, r, err);

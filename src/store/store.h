@@ -137,6 +137,14 @@ int store_progress_append(struct store *st, const char *id, uint32_t attempt, co
 			  int64_t now, int64_t *ret_seq, struct error *err);
 
 /*
+ * Record an egress_denied event (data_json: a compact JSON object) of the
+ * running attempt `attempt`; the task's progress is left alone. -ESTALE
+ * if that attempt is not the running one.
+ */
+int store_egress_denied_append(struct store *st, const char *id, uint32_t attempt,
+			       const char *data_json, int64_t now, struct error *err);
+
+/*
  * Call fn for each event of task id with seq > after_seq, in order, at
  * most limit (1..STORE_LIST_MAX) of them. The event is valid only during
  * the call.
@@ -184,12 +192,13 @@ int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
 
 /*
  * Hand a pooled sandbox out: it becomes running, created_at = now (the
- * moment the user got it), expires_at as given (0 = never), metadata_json
- * as given (NULL for "{}"; limits as for insert). -ESTALE if it is not
- * pooled (another claimer got it first, or it ended).
+ * moment the user got it), expires_at as given (0 = never), spec_json as
+ * given (NULL: the pool's spec stays; the claimer's differs in env and
+ * network), metadata_json as given (NULL for "{}"; limits as for insert).
+ * -ESTALE if it is not pooled (another claimer got it first, or it ended).
  */
 int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t expires_at,
-			const char *metadata_json, struct error *err);
+			const char *spec_json, const char *metadata_json, struct error *err);
 
 /*
  * Pause (from SANDBOX_RUNNING to SANDBOX_PAUSED) or resume (the other

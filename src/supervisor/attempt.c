@@ -107,7 +107,11 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	snprintf(a->task_id, sizeof(a->task_id), "%s", id);
 	a->attempt = (uint32_t)json_integer_value(attempt);
 	spec_json_limits(json_object_get(spec, "limits"), &a->spec);
-	if ((r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
+	snprintf(a->network_log, sizeof(a->network_log), "%s/%s", dir, LAYOUT_NETWORK_LOG);
+	if ((r = spec_json_network(json_object_get(spec, "network"),
+				   json_object_get(root, "egress"), a->network_log, &a->net,
+				   &a->spec, err)) < 0 ||
+	    (r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
 	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
 	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
 		return r;
@@ -139,6 +143,7 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 void attempt_release(struct attempt *a)
 {
 	spec_release(&a->spec);
+	spec_network_release(&a->net);
 	for (char **p = a->argv; p && *p; p++)
 		free(*p);
 	free(a->argv);
@@ -205,7 +210,13 @@ int attempt_write_result(int dirfd, const struct sandbox_result *res, const char
 	    (json_int_t)c->oversized_progress, "dropped_progress", (json_int_t)c->dropped_progress,
 	    "output_bytes", (json_int_t)c->output_bytes, "output_dropped",
 	    (json_int_t)c->output_dropped);
-	if (!j)
+	if (!j ||
+	    json_object_set_new(j, "egress_denied", json_integer((json_int_t)c->egress_denied)) <
+		0 ||
+	    json_object_set_new(j, "network_bytes_in",
+				json_integer((json_int_t)c->network_bytes_in)) < 0 ||
+	    json_object_set_new(j, "network_bytes_out",
+				json_integer((json_int_t)c->network_bytes_out)) < 0)
 		return -ENOMEM;
 	return supervise_write_json(dirfd, LAYOUT_RESULT, j, true);
 }

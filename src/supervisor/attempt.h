@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "runtime/sandbox.h"
 #include "runtime/spec.h"
+#include "supervisor/spec-json.h"
 
 #include <stdint.h>
 
@@ -45,6 +46,8 @@ struct attempt {
 	uint64_t state_bytes;	 /* limits.state_mb */
 	char progress_fifo[1024];
 	struct volume volumes[2];
+	struct spec_network net; /* the spec's network, if it has one */
+	char network_log[1024];	 /* the relay's refusals (allow mode) */
 };
 
 /*
@@ -60,6 +63,8 @@ void attempt_release(struct attempt *a);
 struct attempt_counts {
 	uint64_t progress_lines, malformed_progress, oversized_progress, dropped_progress;
 	uint64_t output_bytes, output_dropped;
+	uint64_t egress_denied;			      /* refusals of its network, as events */
+	uint64_t network_bytes_in, network_bytes_out; /* its link's, sampled every tick */
 };
 
 /*

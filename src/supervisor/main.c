@@ -51,6 +51,9 @@ struct supervisor {
 	struct progress progress;
 	struct pollfd fds[2];
 	int failed; /* first journal error, -errno */
+	const struct attempt *a;
+	uint64_t network_read;	      /* bytes of the relay's events file journaled */
+	uint64_t bytes_in, bytes_out; /* the link's counters, last read */
 };
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -108,9 +111,37 @@ static void on_ready(struct pollfd *pfd, size_t index, void *data)
 	}
 }
 
+/* The relay's new refusals into the events journal; whole lines only. */
+static void pump_network(struct supervisor *s)
+{
+	if (!s->a || !s->a->net.allow)
+		return;
+	_cleanup_close_ int fd = open(s->a->network_log, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char buf[16384];
+	ssize_t n;
+	while (fd >= 0 && (n = pread(fd, buf, sizeof(buf), (off_t)s->network_read)) > 0) {
+		size_t used = 0;
+		char *nl;
+		while ((nl = memchr(buf + used, '\n', (size_t)n - used))) {
+			keep_error(s, progress_egress(&s->progress, buf + used,
+						      (size_t)(nl - buf) - used));
+			used = (size_t)(nl - buf) + 1;
+		}
+		if (!used)
+			break; /* a line longer than buf, or one still being written */
+		s->network_read += used;
+	}
+}
+
 static void on_tick(void *data)
 {
 	struct supervisor *s = data;
+	uint64_t in, out;
+	if (s->a && s->a->net.host_if[0] && spec_network_bytes(&s->a->net, &in, &out) == 0) {
+		s->bytes_in = in;
+		s->bytes_out = out;
+	}
+	pump_network(s);
 	keep_error(s, journal_sync(&s->output));
 	keep_error(s, journal_sync(&s->events));
 }
@@ -177,6 +208,7 @@ static int run(const char *dir, const sigset_t *cancel)
 		note("%s", err.msg);
 		return 1;
 	}
+	s.a = &a;
 	int out_w = open_channels(&s);
 	if (out_w < 0) {
 		note("cannot open the attempt's files: %s", strerror(-out_w));
@@ -242,7 +274,10 @@ static int run(const char *dir, const sigset_t *cancel)
 		return 1;
 	}
 	struct attempt_counts counts = {
-	    .progress_lines = s.progress.accepted,
+	    .progress_lines = s.progress.accepted - s.progress.egress,
+	    .egress_denied = s.progress.egress,
+	    .network_bytes_in = s.bytes_in,
+	    .network_bytes_out = s.bytes_out,
 	    .malformed_progress = s.progress.malformed,
 	    .oversized_progress = s.progress.oversized,
 	    .dropped_progress = s.progress.dropped,

@@ -36,6 +36,35 @@ static int accept_line(struct progress *p)
 	return r;
 }
 
+int progress_egress(struct progress *p, const char *line, size_t len)
+{
+	_cleanup_json_ json_t *obj = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(obj) ||
+	    strcmp(json_string_value(json_object_get(obj, "type")) ?: "", "egress_denied") != 0)
+		return 0;
+	json_int_t t = json_integer_value(json_object_get(obj, "time"));
+	json_object_del(obj, "type");
+	json_object_del(obj, "time");
+	_cleanup_free_ char *data = json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (!data)
+		return -ENOMEM;
+	_cleanup_free_ char *rec = NULL;
+	int n = asprintf(&rec,
+			 "{\"line\":%" PRIu64 ",\"time\":%" PRId64
+			 ",\"type\":\"egress_denied\",\"data\":%s}\n",
+			 p->accepted + 1, t > 0 ? (int64_t)t : p->now_ms(), data);
+	if (n < 0)
+		return -ENOMEM;
+	if (p->events->size + (uint64_t)n > p->events->cap)
+		return 0; /* past the cap: the relay's own file keeps it */
+	int r = journal_append(p->events, rec, (size_t)n);
+	if (r == 0) {
+		p->accepted++;
+		p->egress++;
+	}
+	return r;
+}
+
 static int end_line(struct progress *p)
 {
 	int r = 0;

@@ -28,6 +28,7 @@ struct progress {
 	uint64_t malformed; /* not one JSON object */
 	uint64_t oversized; /* longer than PROGRESS_LINE_MAX */
 	uint64_t dropped;   /* well-formed, but past the events journal's cap */
+	uint64_t egress;    /* of the lines written: the network's refusals */
 	int64_t (*now_ms)(void);
 };
 
@@ -36,5 +37,14 @@ int progress_feed(struct progress *p, const char *buf, size_t len);
 
 /* The channel closed: a last line without its newline counts too. */
 int progress_finish(struct progress *p);
+
+/*
+ * One refusal of the sandbox's network (a line of the relay's events file,
+ * network/relay.h) into the events journal, numbered with the progress
+ * lines, as {"line", "time", "type": "egress_denied", "data"}: the
+ * scheduler stores it as a task event of that type. A line that is not a
+ * JSON object is skipped; one past the journal's cap is dropped. 0 or -errno.
+ */
+int progress_egress(struct progress *p, const char *line, size_t len);
 
 #endif

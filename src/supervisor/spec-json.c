@@ -1,10 +1,17 @@
 #include "supervisor/spec-json.h"
 
+#include "base/cleanup.h"
+#include "base/fileio.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static uint64_t limit_u64(const json_t *limits, const char *key, uint64_t dflt)
 {
@@ -65,4 +72,169 @@ char **strv_free(char **v)
 		free(*p);
 	free(v);
 	return NULL;
+}
+
+int spec_json_network(const json_t *network, const json_t *egress, const char *events,
+		      struct spec_network *net, struct spec *s, struct error *err)
+{
+	const char *mode = network ? json_string_value(json_object_get(network, "mode")) : "none";
+	if (!mode)
+		return error_set(err, EINVAL, "spec.network.mode is not a string");
+	if (strcmp(mode, "none") == 0)
+		return 0;
+	if (strcmp(mode, "open") != 0 && strcmp(mode, "allow") != 0)
+		return error_set(err, EINVAL, "spec.network.mode: '%s' is not a mode", mode);
+	struct spec_network n = {.allow = strcmp(mode, "allow") == 0};
+	if (n.allow) {
+		json_t *cidrs = json_object_get(egress, "allow_cidr");
+		const char *resolver = json_string_value(json_object_get(egress, "resolver"));
+		size_t k = 0, count = 2 * json_array_size(cidrs) + 2 + 1;
+		n.policy = json_dumps(network, JSON_COMPACT);
+		n.events = strdup(events);
+		n.extra = calloc(count, sizeof(char *));
+		bool ok = n.policy && n.events && n.extra;
+		if (ok && resolver) {
+			ok = (n.extra[k++] = strdup("--resolver")) &&
+			     (n.extra[k++] = strdup(resolver));
+		}
+		size_t i;
+		json_t *v;
+		json_array_foreach(cidrs, i, v)
+		{
+			if (ok && json_is_string(v))
+				ok = (n.extra[k++] = strdup("--allow-cidr")) &&
+				     (n.extra[k++] = strdup(json_string_value(v)));
+		}
+		if (!ok) {
+			spec_network_release(&n);
+			return error_set(err, ENOMEM, "out of memory");
+		}
+	}
+	*net = n;
+	s->network_attach = spec_network_attach;
+	s->network_arg = net;
+	return 0;
+}
+
+void spec_network_release(struct spec_network *net)
+{
+	free(net->policy);
+	free(net->events);
+	strv_free(net->extra);
+	*net = (struct spec_network){0};
+}
+
+/* agentbox-net next to this executable, or in the build tree's src/network/. */
+static void net_helper(char *buf, size_t size)
+{
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		snprintf(buf, size, "agentbox-net");
+		return;
+	}
+	exe[n] = '\0';
+	char *dir = dirname(exe);
+	snprintf(buf, size, "%s/agentbox-net", dir);
+	if (access(buf, X_OK) != 0)
+		snprintf(buf, size, "%s/../network/agentbox-net", dir);
+}
+
+#define NET_ARGS_MAX 160 /* agentbox-net's argv: 9 + 2 per --allow-cidr (64 at most) */
+
+int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err)
+{
+	struct spec_network *net = arg;
+	char helper[4200], slot_text[16];
+	const char *argv[NET_ARGS_MAX] = {"agentbox-net", net->allow ? "allow" : "open", slot_text};
+	size_t argc = 3;
+	net_helper(helper, sizeof(helper));
+	snprintf(slot_text, sizeof(slot_text), "%u", slot);
+	if (net->allow) {
+		argv[argc++] = "--policy";
+		argv[argc++] = net->policy;
+		argv[argc++] = "--events";
+		argv[argc++] = net->events;
+		for (char **e = net->extra; e && *e && argc < NET_ARGS_MAX - 1; e++)
+			argv[argc++] = *e;
+	}
+	argv[argc] = NULL;
+	int out[2];
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return error_set_errno(err, errno, "network: pipe");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(out[0]);
+		close(out[1]);
+		return error_set_errno(err, e, "network: fork");
+	}
+	if (pid == 0) {
+		/* fd 3 the pidfd, without close-on-exec; stdout and stderr into the pipe */
+		if (dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0 ||
+		    (pidfd == 3 ? fcntl(3, F_SETFD, 0) : dup2(pidfd, 3)) < 0)
+			_exit(127);
+		execv(helper, (char *const *)argv);
+		dprintf(2, "cannot run %s: %s\n", helper, strerror(errno));
+		_exit(127);
+	}
+	close(out[1]);
+	/* "ready IFNAME" once the link is made (allow: and the relay serves, and stays) */
+	char msg[512];
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(out[0], msg + len, sizeof(msg) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (memchr(msg, '\n', len) || len == sizeof(msg) - 1)
+			break;
+	}
+	close(out[0]);
+	msg[len] = '\0';
+	bool ready = strncmp(msg, "ready ", 6) == 0 && msg[len ? len - 1 : 0] == '\n';
+	if (ready) {
+		msg[len - 1] = '\0';
+		snprintf(net->host_if, sizeof(net->host_if), "%s", msg + 6);
+	}
+	if (ready && net->allow) {
+		net->relay = pid;
+		return 0;
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (ready && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	net->host_if[0] = '\0';
+	msg[strcspn(msg, "\n")] = '\0';
+	return error_set(err, EIO, "network: %s", msg[0] ? msg : "agentbox-net failed");
+}
+
+int spec_network_bytes(const struct spec_network *net, uint64_t *ret_in, uint64_t *ret_out)
+{
+	if (!net->host_if[0])
+		return -ENODEV;
+	/* this process's network namespace (sysfs would show the one it was mounted in) */
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/net/dev", "re");
+	if (!f)
+		return -errno;
+	char line[512];
+	size_t n = strlen(net->host_if);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line + strspn(line, " ");
+		unsigned long long rx, tx;
+		if (strncmp(p, net->host_if, n) != 0 || p[n] != ':')
+			continue;
+		/* rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes ... */
+		if (sscanf(p + n + 1, "%llu %*u %*u %*u %*u %*u %*u %*u %llu", &rx, &tx) != 2)
+			return -EIO;
+		/* the host end receives what the sandbox sends */
+		*ret_in = tx;
+		*ret_out = rx;
+		return 0;
+	}
+	return -ENOENT;
 }

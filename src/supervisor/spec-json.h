@@ -7,6 +7,7 @@
  *	"limits": {"memory_mb", "cpus", "pids", "disk_mb", "timeout_s"}
  *	          absent or non-positive values are the defaults
  *	"env":    {"KEY": "value", ...}
+ *	"network": {"mode": "none" | "open" | "allow", ...}
  */
 #ifndef AGENTBOX_SUPERVISOR_SPEC_JSON_H
 #define AGENTBOX_SUPERVISOR_SPEC_JSON_H
@@ -30,6 +31,45 @@ uint64_t spec_json_state_bytes(const json_t *limits);
  */
 int spec_json_env(const json_t *env, size_t extra, const char *where, char ***ret,
 		  struct error *err);
+
+/*
+ * What a sandbox's network needs of its launcher (spec_json_network()).
+ * Owns its strings.
+ */
+struct spec_network {
+	bool allow;	  /* allow mode; else open */
+	char *policy;	  /* allow: the spec's "network", as JSON */
+	char *events;	  /* allow: the relay's refusals go here (LAYOUT_NETWORK_LOG) */
+	char **extra;	  /* allow: "--resolver", "ADDR:PORT", "--allow-cidr", "CIDR", ..., NULL */
+	pid_t relay;	  /* allow: the relay (agentbox-net allow), once started; 0 before */
+	char host_if[16]; /* the link's host end, once attached: its counters are the bytes */
+};
+
+/*
+ * The network the spec's "network" asks for ({"mode": "none" | "open" |
+ * "allow", ...}; absent: none), with the host's "egress" settings the
+ * daemon wrote beside the spec ({"resolver": "ADDR:PORT", "allow_cidr":
+ * [...]}; NULL: none). For open and allow, *net is filled and s's
+ * network_attach is spec_network_attach() with net as its argument:
+ * agentbox-net (src/network/main.c), from next to this executable, makes
+ * the link, and for allow stays as the sandbox's relay, writing its
+ * refusals to events. 0 or -EINVAL/-ENOMEM with err.
+ */
+int spec_json_network(const json_t *network, const json_t *egress, const char *events,
+		      struct spec_network *net, struct spec *s, struct error *err);
+
+/* spec->network_attach: arg is the struct spec_network. */
+int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err);
+
+/*
+ * The bytes the sandbox received (*ret_in) and sent (*ret_out) through its
+ * link, from the host end's counters. 0, -ENODEV before the link is made,
+ * -ENOENT once it is gone (with the sandbox), or -errno.
+ */
+int spec_network_bytes(const struct spec_network *net, uint64_t *ret_in, uint64_t *ret_out);
+
+/* Free net's strings; net is zeroed. A relay started goes with its launcher. */
+void spec_network_release(struct spec_network *net);
 
 /* Free a NULL-terminated array of strings and the strings. NULL. */
 char **strv_free(char **v);

@@ -33,10 +33,11 @@ class Daemon:
         if "--pool" not in self.args:
             self.args += ["--pool", "0"]  # warm sandboxes only where a test asks for them
         self.proc = None
+        self.prefix = []  # e.g. nsenter into a test's network namespace
         self.log = open(tmp_path / "agentboxd.log", "ab")
 
     def start(self):
-        self.proc = subprocess.Popen([AGENTBOXD, "--socket", self.socket,
+        self.proc = subprocess.Popen([*self.prefix, AGENTBOXD, "--socket", self.socket,
                                       "--state-dir", str(self.state), *self.args],
                                      stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 10

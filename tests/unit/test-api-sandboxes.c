@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "egress/policy.h"
 #include "core/sandbox.h"
 
 #define NOW	    1700000000123 /* 2023-11-14T22:13:20.123Z */
@@ -49,6 +50,7 @@ enum fake_op {
 	OP_EXEC_WAIT,
 	OP_WATCH,
 	OP_PROCESSES,
+	OP_NETWORK,
 	OP_KILL,
 	OP_READ_OUTPUT,
 	OP_EXIT_RECORD,
@@ -333,6 +335,16 @@ static int fake_processes(struct fleet *fl, const char *id, json_t **ret, struct
 	return 0;
 }
 
+static int fake_network(struct fleet *fl, const char *id, json_t **ret, struct error *err)
+{
+	record(fl, OP_NETWORK, id);
+	int r;
+	if (programmed(fl, OP_NETWORK, err, &r))
+		return r;
+	*ret = json_pack("{s:s, s:i, s:i}", "mode", "open", "bytes_in", 1234, "bytes_out", 56);
+	return 0;
+}
+
 static int fake_kill(struct fleet *fl, const char *id, long pid, int sig, struct error *err)
 {
 	struct fake_call *c = record(fl, OP_KILL, id);
@@ -466,6 +478,7 @@ static const struct fleet_ops fake_ops = {
     .done = fake_done,
     .watch = fake_watch,
     .processes = fake_processes,
+    .network = fake_network,
     .kill = fake_kill,
     .read_output = fake_read_output,
     .exit_record = fake_exit_record,
@@ -991,7 +1004,8 @@ static void test_create(void **state)
 	json_decref(spec);
 
 	json_t *s = rep.json;
-	assert_int_equal(json_object_size(s), 9);
+	assert_int_equal(json_object_size(s), 10);
+	assert_string_equal(str(json_object_get(s, "network"), "mode"), "none");
 	assert_string_equal(str(s, "id"), c->id);
 	assert_true(sandbox_id_is_valid(str(s, "id")));
 	assert_string_equal(str(s, "status"), "running");
@@ -1071,6 +1085,99 @@ static void test_create(void **state)
 	expect_error(rep, 500, "internal", NULL);
 }
 
+static int network_ready_ok(void *data, struct error *err)
+{
+	(void)err;
+	(*(int *)data)++;
+	return 0;
+}
+
+static int network_ready_fails(void *data, struct error *err)
+{
+	(void)data;
+	return error_set(err, EIO, "nftables: install the agentbox table: no such file");
+}
+
+/* "network": validated, the host readied first, kept in the spec and shown */
+static void test_create_network(void **state)
+{
+	struct fx *f = *state;
+	const char *open_body = "{\"network\":{\"mode\":\"open\"}}";
+	/* a daemon that gives sandboxes no network */
+	expect_error(call(f, "POST", "/v1/sandboxes", NULL, open_body), 503, "network_unavailable",
+		     "network");
+	f->ctx.network_ready = network_ready_fails;
+	expect_error(call(f, "POST", "/v1/sandboxes", NULL, open_body), 503, "network_unavailable",
+		     "network");
+	expect_error(call(f, "POST", "/v1/sandboxes", NULL,
+			  "{\"network\":{\"mode\":\"allow\",\"allow\":[\"a.example.com\","
+			  "\"1.2.3.4\"]}}"),
+		     400, "invalid_field", "network.allow[1]");
+	expect_error(call(f, "POST", "/v1/sandboxes", NULL, "{\"network\":{\"mode\":\"wide\"}}"),
+		     400, "invalid_field", "network.mode");
+	assert_int_equal(count(f->fl, OP_CREATE), 0);
+
+	int readied = 0;
+	f->ctx.network_ready = network_ready_ok;
+	f->ctx.hook_data = &readied;
+	struct reply rep = call(f, "POST", "/v1/sandboxes", NULL, open_body);
+	expect_status(&rep, 201);
+	assert_int_equal(readied, 1);
+	struct fake_call *c = last(f->fl, OP_CREATE);
+	assert_true(c->flag); /* default limits: the pool serves it */
+	json_t *spec = json_loads(c->spec, 0, NULL);
+	assert_non_null(spec);
+	assert_string_equal(str(json_object_get(spec, "network"), "mode"), "open");
+	json_decref(spec);
+	assert_string_equal(str(json_object_get(rep.json, "network"), "mode"), "open");
+	reply_free(&rep);
+	/* allow: the list, canonical; the proxy in the environment unless it says otherwise */
+	rep = call(f, "POST", "/v1/sandboxes", NULL,
+		   "{\"env\":{\"https_proxy\":\"mine\"},\"network\":{\"mode\":\"allow\","
+		   "\"allow\":[\"API.example.com.\",\"*.example.org:8443\"]}}");
+	expect_status(&rep, 201);
+	assert_int_equal(readied, 2);
+	spec = json_loads(last(f->fl, OP_CREATE)->spec, 0, NULL);
+	assert_non_null(spec);
+	json_t *allow = json_object_get(json_object_get(spec, "network"), "allow");
+	assert_int_equal(json_array_size(allow), 2);
+	assert_string_equal(json_string_value(json_array_get(allow, 0)), "api.example.com");
+	assert_string_equal(json_string_value(json_array_get(allow, 1)), "*.example.org:8443");
+	json_t *env = json_object_get(spec, "env");
+	assert_string_equal(str(env, "HTTP_PROXY"), EGRESS_PROXY_URL);
+	assert_string_equal(str(env, "HTTPS_PROXY"), EGRESS_PROXY_URL);
+	assert_string_equal(str(env, "http_proxy"), EGRESS_PROXY_URL);
+	assert_string_equal(str(env, "https_proxy"), "mine");
+	json_decref(spec);
+	reply_free(&rep);
+	/* none is as before: no network in the spec, and the host is not readied */
+	rep = call(f, "POST", "/v1/sandboxes", NULL, "{\"network\":{\"mode\":\"none\"}}");
+	expect_status(&rep, 201);
+	assert_int_equal(readied, 2);
+	assert_null(strstr(last(f->fl, OP_CREATE)->spec, "network"));
+	reply_free(&rep);
+	/* GET .../network: the link's counters from the fleet, no refusals yet */
+	int ok = 0;
+	f->ctx.network_ready = network_ready_ok;
+	f->ctx.hook_data = &ok;
+	rep = call(f, "POST", "/v1/sandboxes", NULL, open_body);
+	expect_status(&rep, 201);
+	char id[SANDBOX_ID_SIZE];
+	snprintf(id, sizeof(id), "%s", str(rep.json, "id"));
+	reply_free(&rep);
+	rep = call(f, "GET", sbx(id, "/network"), NULL, NULL);
+	expect_status(&rep, 200);
+	assert_string_equal(str(rep.json, "mode"), "open");
+	assert_int_equal(num(rep.json, "bytes_in"), 1234);
+	assert_int_equal(num(rep.json, "bytes_out"), 56);
+	assert_int_equal(json_array_size(json_object_get(rep.json, "denied")), 0);
+	assert_int_equal(num(rep.json, "denied_total"), 0);
+	reply_free(&rep);
+	assert_int_equal(count(f->fl, OP_NETWORK), 1);
+	f->ctx.network_ready = NULL;
+	f->ctx.hook_data = NULL;
+}
+
 static void test_get(void **state)
 {
 	struct fx *f = *state;
@@ -1112,7 +1219,7 @@ static void list_ids(struct reply *rep, char *buf, size_t size)
 	assert_true(json_is_array(arr));
 	json_array_foreach(arr, i, s)
 	{
-		assert_int_equal(json_object_size(s), 9);
+		assert_int_equal(json_object_size(s), 10);
 		len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "," : "", str(s, "id"));
 	}
 }
@@ -2184,6 +2291,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_route_walk, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_route_checks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_create, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_create_network, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_get, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_list, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_delete, setup, teardown),

@@ -54,7 +54,8 @@ static void test_event_type_names(void **state)
 	(void)state;
 	assert_string_equal(task_event_type_name(TASK_EVENT_PROGRESS), "progress");
 	assert_string_equal(task_event_type_name(TASK_EVENT_STATUS), "status");
-	assert_null(task_event_type_name((enum task_event_type)2));
+	assert_string_equal(task_event_type_name(TASK_EVENT_EGRESS_DENIED), "egress_denied");
+	assert_null(task_event_type_name((enum task_event_type)3));
 }
 
 /* ---- the lifecycle table ----------------------------------------------- */

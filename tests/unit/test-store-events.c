@@ -134,6 +134,29 @@ static int stop_at_third(const struct task_event *ev, void *data)
 	return ++*calls == 3 ? -ECANCELED : 0;
 }
 
+/* A refusal of the task's network: an event of its own type, the progress left alone. */
+static void test_egress_denied_events(void **state)
+{
+	struct fx *f = *state;
+	char id[TASK_ID_SIZE];
+	running_task(f, id); /* seq 1: running */
+	progress(f, id, 1, "{\"page\":3}");
+	const char *denied = "{\"host\":\"forbidden.test\",\"port\":53,\"reason\":\"not_allowed\"}";
+	OK(store_egress_denied_append(f->st, id, 1, denied, 77, err));
+	assert_progress(f, id, "{\"page\":3}");
+	FAILS(ESTALE, store_egress_denied_append(f->st, id, 2, denied, 78, err));
+	FAILS(EINVAL, store_egress_denied_append(f->st, id, 1, "[1]", 78, err));
+	FAILS(EINVAL, store_egress_denied_append(f->st, NULL, 1, denied, 78, err));
+	struct events *e = events(f, id);
+	assert_int_equal(e->n, 3);
+	assert_int_equal(e->v[2].seq, 3);
+	assert_int_equal(e->v[2].type, TASK_EVENT_EGRESS_DENIED);
+	assert_int_equal(e->v[2].time, 77);
+	assert_int_equal(e->v[2].attempt, 1);
+	assert_string_equal(e->v[2].data, denied);
+	free(e);
+}
+
 static void test_events_list_pages(void **state)
 {
 	struct fx *f = *state;
@@ -470,6 +493,7 @@ int main(void)
 	    T(test_progress_merge_top_level),
 	    T(test_progress_seq_interleaves_with_status),
 	    T(test_progress_errors),
+	    T(test_egress_denied_events),
 	    T(test_events_list_pages),
 	    T(test_status_event_escapes_error),
 	    T(test_tx_group_commit),

@@ -217,9 +217,9 @@ static void test_insert_limits(void **state)
 	assert_string_equal(got.metadata_json, meta);
 	sandbox_record_release(&got);
 	/* claim has the metadata limit too */
-	FAILS(E2BIG, store_sandbox_claim(f->st, sb.id, 5, 0, big_meta, err));
+	FAILS(E2BIG, store_sandbox_claim(f->st, sb.id, 5, 0, NULL, big_meta, err));
 	assert_int_equal(sbx_status(f, sb.id), SANDBOX_POOLED);
-	OK(store_sandbox_claim(f->st, sb.id, 5, 0, meta, err));
+	OK(store_sandbox_claim(f->st, sb.id, 5, 0, NULL, meta, err));
 	free(spec);
 	free(meta);
 	free(big_spec);
@@ -296,7 +296,7 @@ static void test_list_filter_and_order(void **state)
 	sbx_list(f, 0, p, 10, &got);
 	assert_int_equal(got.n, 4);
 	/* a claim moves a sandbox to its hand-out time */
-	OK(store_sandbox_claim(f->st, p, 250, 0, NULL, err));
+	OK(store_sandbox_claim(f->st, p, 250, 0, NULL, NULL, err));
 	sbx_list(f, 0, NULL, 10, &got);
 	assert_int_equal(got.n, 5);
 	assert_string_equal(got.v[3], p);
@@ -389,7 +389,7 @@ static void test_claim(void **state)
 	struct fx *f = *state;
 	char p[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_POOLED, 10, p);
-	OK(store_sandbox_claim(f->st, p, 500, 900, "{\"user\":\"me\"}", err));
+	OK(store_sandbox_claim(f->st, p, 500, 900, NULL, "{\"user\":\"me\"}", err));
 	struct sandbox_record sb = sbx_get(f, p);
 	assert_int_equal(sb.status, SANDBOX_RUNNING);
 	assert_int_equal(sb.created_at, 500); /* when the user got it */
@@ -400,11 +400,11 @@ static void test_claim(void **state)
 	assert_string_equal(sb.spec_json, SBX_SPEC);
 	sandbox_record_release(&sb);
 	/* only a pooled sandbox is claimed, and only once */
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 600, 0, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, 600, 0, NULL, NULL, err));
 	OK(store_sandbox_set_status(f->st, p, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 600, 0, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, 600, 0, NULL, NULL, err));
 	OK(store_sandbox_end(f->st, p, 700, "deleted", NULL, err));
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 800, 0, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, 800, 0, NULL, NULL, err));
 	sb = sbx_get(f, p); /* the failed claims changed nothing */
 	assert_int_equal(sb.created_at, 500);
 	assert_int_equal(sb.expires_at, 900);
@@ -413,12 +413,23 @@ static void test_claim(void **state)
 
 	char r[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_RUNNING, 10, r);
-	FAILS(ESTALE, store_sandbox_claim(f->st, r, 600, 0, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, r, 600, 0, NULL, NULL, err));
+
+	/* the claimer's spec (its env, its network) replaces the pool's */
+	char n[SANDBOX_ID_SIZE];
+	sbx_add(f, SANDBOX_POOLED, 15, n);
+	const char *net = "{\"env\":{},\"limits\":{},\"network\":{\"mode\":\"open\"}}";
+	FAILS(EINVAL, store_sandbox_claim(f->st, n, 600, 0, "[1]", NULL, err));
+	OK(store_sandbox_claim(f->st, n, 600, 0, net, NULL, err));
+	sb = sbx_get(f, n);
+	assert_string_equal(sb.spec_json, net);
+	assert_int_equal(sb.status, SANDBOX_RUNNING);
+	sandbox_record_release(&sb);
 
 	/* no metadata is {}; no expiry is 0 */
 	char q[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_POOLED, 20, q);
-	OK(store_sandbox_claim(f->st, q, 30, 0, NULL, err));
+	OK(store_sandbox_claim(f->st, q, 30, 0, NULL, NULL, err));
 	sb = sbx_get(f, q);
 	assert_string_equal(sb.metadata_json, "{}");
 	assert_int_equal(sb.expires_at, 0);
@@ -427,17 +438,17 @@ static void test_claim(void **state)
 	/* errors leave the pooled sandbox pooled */
 	char z[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_POOLED, 40, z);
-	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, -1, NULL, err));
-	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, 0, "[1]", err));
-	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, 0, "{\"a\":", err));
-	FAILS(EINVAL, store_sandbox_claim(f->st, NULL, 50, 0, NULL, err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, -1, NULL, NULL, err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, 0, NULL, "[1]", err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, 0, NULL, "{\"a\":", err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, NULL, 50, 0, NULL, NULL, err));
 	sb = sbx_get(f, z);
 	assert_int_equal(sb.status, SANDBOX_POOLED);
 	assert_int_equal(sb.created_at, 40);
 	sandbox_record_release(&sb);
 	char unknown[SANDBOX_ID_SIZE];
 	assert_int_equal(sandbox_id_new(unknown), 0);
-	FAILS(ENOENT, store_sandbox_claim(f->st, unknown, 50, 0, NULL, err));
+	FAILS(ENOENT, store_sandbox_claim(f->st, unknown, 50, 0, NULL, NULL, err));
 }
 
 /* ---- pause, resume, expiry --------------------------------------------- */
@@ -597,7 +608,7 @@ static void test_delete(void **state)
 	OK(store_sandbox_delete(f->st, e, err));
 	assert_false(sbx_exists(f, e));
 	FAILS(ENOENT, store_sandbox_delete(f->st, p, err));
-	FAILS(ENOENT, store_sandbox_claim(f->st, p, 50, 0, NULL, err));
+	FAILS(ENOENT, store_sandbox_claim(f->st, p, 50, 0, NULL, NULL, err));
 	/* a live one stays: it is ended first */
 	FAILS(ESTALE, store_sandbox_delete(f->st, r, err));
 	OK(store_sandbox_set_status(f->st, r, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
@@ -629,7 +640,7 @@ static void test_tx(void **state)
 	sbx_add(f, SANDBOX_RUNNING, 20, r);
 	/* a rollback undoes claims, ends and inserts */
 	OK(store_tx_begin(f->st, err));
-	OK(store_sandbox_claim(f->st, p, 30, 40, "{\"a\":1}", err));
+	OK(store_sandbox_claim(f->st, p, 30, 40, NULL, "{\"a\":1}", err));
 	OK(store_sandbox_end(f->st, r, 30, "deleted", NULL, err));
 	sbx_add(f, SANDBOX_RUNNING, 30, n);
 	store_tx_rollback(f->st);
@@ -642,8 +653,8 @@ static void test_tx(void **state)
 	assert_false(sbx_exists(f, n));
 	/* a failing call undoes only itself; the group goes on */
 	OK(store_tx_begin(f->st, err));
-	OK(store_sandbox_claim(f->st, p, 30, 40, NULL, err));
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 31, 41, NULL, err));
+	OK(store_sandbox_claim(f->st, p, 30, 40, NULL, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, 31, 41, NULL, NULL, err));
 	FAILS(ESTALE, store_sandbox_delete(f->st, r, err));
 	FAILS(EINVAL, store_sandbox_end(f->st, r, 32, "nope", NULL, err));
 	OK(store_sandbox_set_status(f->st, r, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
@@ -690,7 +701,7 @@ static void test_reopen_keeps_everything(void **state)
 	sbx_add(f, SANDBOX_RUNNING, 5, e);
 	sbx_add(f, SANDBOX_POOLED, 6, gone);
 	add(f, 1, 1, 0, task);
-	OK(store_sandbox_claim(f->st, a, 10, 1000, "{\"k\":\"v\"}", err));
+	OK(store_sandbox_claim(f->st, a, 10, 1000, NULL, "{\"k\":\"v\"}", err));
 	OK(store_sandbox_set_status(f->st, c, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
 	OK(store_sandbox_set_expiry(f->st, d, 2000, err));
 	OK(store_sandbox_end(f->st, e, 11, "died", "oom", err));
@@ -708,7 +719,7 @@ static void test_reopen_keeps_everything(void **state)
 	free(before);
 	free(after);
 	/* and it all goes on after a reopen */
-	OK(store_sandbox_claim(f->st, b, 20, 0, NULL, err));
+	OK(store_sandbox_claim(f->st, b, 20, 0, NULL, NULL, err));
 	OK(store_sandbox_set_status(f->st, c, SANDBOX_PAUSED, SANDBOX_RUNNING, err));
 	FAILS(ESTALE, store_sandbox_end(f->st, e, 21, "deleted", NULL, err));
 }
@@ -736,8 +747,8 @@ static void test_claims_race_across_processes(void **state)
 		/* every claimer tries every sandbox; -ESTALE means another got it */
 		for (int i = 0; i < POOL; i++) {
 			int r;
-			while ((r = store_sandbox_claim(st, ids[i], 100 + c, 0, NULL, NULL)) ==
-			       -EBUSY)
+			while ((r = store_sandbox_claim(st, ids[i], 100 + c, 0, NULL, NULL,
+							NULL)) == -EBUSY)
 				;
 			if (r == -ESTALE)
 				continue;

@@ -141,6 +141,12 @@ static int count_sandbox(const struct sandbox_record *sb, void *data)
 	return 0;
 }
 
+static int count_kinds(const struct task_event *ev, void *data)
+{
+	((int *)data)[ev->type]++;
+	return 0;
+}
+
 /* A database that only migration 1 made (tasks, no sandboxes) opens and gains them. */
 static void test_version_1_database_migrates(void **state)
 {
@@ -184,6 +190,15 @@ static void test_version_1_database_migrates(void **state)
 	int64_t seq = 0;
 	assert_int_equal(store_progress_append(st, id, 1, "{\"pct\":6}", 13, &seq, &err), 0);
 	assert_int_equal(seq, 3);
+	/* migration 3 made the events table again: its rows are all there, and it takes
+	 * the new type */
+	assert_int_equal(
+	    store_egress_denied_append(st, id, 1, "{\"reason\":\"not_allowed\"}", 13, &err), 0);
+	int kinds[4] = {0};
+	assert_int_equal(store_events_list(st, id, 0, 10, count_kinds, kinds, &err), 0);
+	assert_int_equal(kinds[TASK_EVENT_STATUS], 1);
+	assert_int_equal(kinds[TASK_EVENT_PROGRESS], 2);
+	assert_int_equal(kinds[TASK_EVENT_EGRESS_DENIED], 1);
 	enum task_status end = TASK_STATUS_COUNT;
 	assert_int_equal(store_task_end_attempt(st, id, 1, TASK_SUCCEEDED, 0, NULL, 14, &end, &err),
 			 0);
@@ -192,7 +207,7 @@ static void test_version_1_database_migrates(void **state)
 	struct sandbox_record sb = {.status = SANDBOX_POOLED, .created_at = 20, .spec_json = "{}"};
 	assert_int_equal(sandbox_id_new(sb.id), 0);
 	assert_int_equal(store_sandbox_insert(st, &sb, &err), 0);
-	assert_int_equal(store_sandbox_claim(st, sb.id, 21, 0, NULL, &err), 0);
+	assert_int_equal(store_sandbox_claim(st, sb.id, 21, 0, NULL, NULL, &err), 0);
 	assert_int_equal(store_sandbox_end(st, sb.id, 22, "deleted", NULL, &err), 0);
 	store_close(st);
 	/* reopened at the latest version: nothing runs again, everything is there */
@@ -210,7 +225,8 @@ static void test_version_1_database_migrates(void **state)
 	assert_int_equal(t.status, TASK_SUCCEEDED);
 	task_release(&t);
 	store_close(st);
-	assert_int_equal(query(s, "SELECT count(*) FROM events"), 4);
+	assert_int_equal(query(s, "SELECT count(*) FROM events"),
+			 5); /* 2 old, progress, egress_denied, end */
 	assert_int_equal(query(s, "PRAGMA user_version"), (long long)sqlite_migrations_count);
 }
 

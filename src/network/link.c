@@ -1,0 +1,328 @@
+/*
+ * link.c - a networked sandbox's veth pair, through rtnetlink. See link.h.
+ */
+#include "network/link.h"
+
+#include "base/cleanup.h"
+
+#include <arpa/inet.h>
+#include <net/if.h> /* before the linux/ headers: they defer to it */
+#include <errno.h>
+#include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <linux/if_link.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* a request, or an answer: libmnl's own size is a run-time value */
+#define NL_BUF 8192
+
+int net_link_for_slot(unsigned slot, bool allow, struct net_link *ret)
+{
+	if (slot >= NET_SLOTS)
+		return -ERANGE;
+	struct net_link l = {.gateway = NET_SUBNET_V4 + 2 + 2 * slot};
+	l.address = l.gateway + 1;
+	snprintf(l.host_if, sizeof(l.host_if), "%s%u", allow ? NET_IFNAME_ALLOW : NET_IFNAME_OPEN,
+		 slot);
+	/* locally administered, unicast: 02:ab:<slot>:<end> */
+	const uint8_t mac[6] = {0x02, 0xab, (uint8_t)(slot >> 8), (uint8_t)slot, 0, 1};
+	memcpy(l.host_mac, mac, 6);
+	memcpy(l.sandbox_mac, mac, 6);
+	l.sandbox_mac[5] = 2;
+	*ret = l;
+	return 0;
+}
+
+/* One request, answered by an ACK or an error. 0 or -errno. */
+static int talk(struct mnl_socket *nl, struct nlmsghdr *nlh)
+{
+	static unsigned seq_next;
+	char buf[NL_BUF];
+	nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+	nlh->nlmsg_seq = __atomic_add_fetch(&seq_next, 1, __ATOMIC_RELAXED);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	unsigned portid = mnl_socket_get_portid(nl);
+	for (;;) {
+		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		if (n < 0)
+			return -errno;
+		int r = mnl_cb_run(buf, (size_t)n, nlh->nlmsg_seq, portid, NULL, NULL);
+		if (r < 0)
+			return -errno;
+		if (r == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+static struct nlmsghdr *link_msg(char *buf, uint16_t type, uint16_t flags, int ifindex)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = type;
+	nlh->nlmsg_flags = flags;
+	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	ifm->ifi_index = ifindex;
+	return nlh;
+}
+
+/* The veth pair: the host end here, eth0 (index 2) in the namespace netns_fd. */
+static int create_pair(struct mnl_socket *nl, const struct net_link *l, int netns_fd)
+{
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = link_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, l->host_if);
+	mnl_attr_put(nlh, IFLA_ADDRESS, 6, l->host_mac);
+	struct nlattr *info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+	struct nlattr *data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
+	struct nlattr *peer = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
+	struct ifinfomsg *pifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*pifm));
+	pifm->ifi_family = AF_UNSPEC;
+	pifm->ifi_index = NET_SANDBOX_IFINDEX;
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, NET_SANDBOX_IFNAME);
+	mnl_attr_put(nlh, IFLA_ADDRESS, 6, l->sandbox_mac);
+	mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t)netns_fd);
+	mnl_attr_nest_end(nlh, peer);
+	mnl_attr_nest_end(nlh, data);
+	mnl_attr_nest_end(nlh, info);
+	return talk(nl, nlh);
+}
+
+/* No IPv6 address on the link, so no IPv6 traffic of the kernel's own either. */
+static int no_ipv6(struct mnl_socket *nl, int ifindex)
+{
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = link_msg(buf, RTM_NEWLINK, 0, ifindex);
+	struct nlattr *spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
+	struct nlattr *v6 = mnl_attr_nest_start(nlh, AF_INET6);
+	mnl_attr_put_u8(nlh, IFLA_INET6_ADDR_GEN_MODE, IN6_ADDR_GEN_MODE_NONE);
+	mnl_attr_nest_end(nlh, v6);
+	mnl_attr_nest_end(nlh, spec);
+	return talk(nl, nlh);
+}
+
+static int set_up(struct mnl_socket *nl, int ifindex)
+{
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = link_msg(buf, RTM_NEWLINK, 0, ifindex);
+	struct ifinfomsg *ifm = mnl_nlmsg_get_payload(nlh);
+	ifm->ifi_flags = IFF_UP;
+	ifm->ifi_change = IFF_UP;
+	return talk(nl, nlh);
+}
+
+/* local/32 with peer: the kernel adds the route to peer through this link. */
+static int add_address(struct mnl_socket *nl, int ifindex, uint32_t local, uint32_t peer)
+{
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWADDR;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+	struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = AF_INET;
+	ifa->ifa_prefixlen = 32;
+	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+	ifa->ifa_index = (unsigned)ifindex;
+	mnl_attr_put_u32(nlh, IFA_LOCAL, htonl(local));
+	mnl_attr_put_u32(nlh, IFA_ADDRESS, htonl(peer));
+	return talk(nl, nlh);
+}
+
+static int add_neighbour(struct mnl_socket *nl, int ifindex, uint32_t addr, const uint8_t mac[6])
+{
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWNEIGH;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+	struct ndmsg *nd = mnl_nlmsg_put_extra_header(nlh, sizeof(*nd));
+	nd->ndm_family = AF_INET;
+	nd->ndm_ifindex = ifindex;
+	nd->ndm_state = NUD_PERMANENT;
+	mnl_attr_put_u32(nlh, NDA_DST, htonl(addr));
+	mnl_attr_put(nlh, NDA_LLADDR, 6, mac);
+	return talk(nl, nlh);
+}
+
+static int add_default_route(struct mnl_socket *nl, int ifindex, uint32_t gateway)
+{
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWROUTE;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = AF_INET;
+	rtm->rtm_table = RT_TABLE_MAIN;
+	rtm->rtm_protocol = RTPROT_STATIC;
+	rtm->rtm_scope = RT_SCOPE_UNIVERSE;
+	rtm->rtm_type = RTN_UNICAST;
+	mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gateway));
+	mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
+	return talk(nl, nlh);
+}
+
+static struct mnl_socket *open_route_socket(void)
+{
+	struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+	if (nl && mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		int e = errno;
+		mnl_socket_close(nl);
+		errno = e;
+		return NULL;
+	}
+	return nl;
+}
+
+/*
+ * A route socket in the namespace of pidfd, and that namespace as an fd:
+ * this thread enters it and comes back. A thread that cannot come back
+ * would go on in the sandbox's namespace: that must never happen.
+ */
+static int open_inside(int pidfd, struct mnl_socket **ret_nl, int *ret_netns)
+{
+	_cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (self < 0)
+		return -errno;
+	if (setns(pidfd, CLONE_NEWNET) < 0)
+		return -errno;
+	int netns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int e = errno;
+	struct mnl_socket *nl = netns >= 0 ? open_route_socket() : NULL;
+	if (netns >= 0 && !nl)
+		e = errno;
+	if (setns(self, CLONE_NEWNET) < 0)
+		abort();
+	if (!nl) {
+		if (netns >= 0)
+			close(netns);
+		return -e;
+	}
+	*ret_nl = nl;
+	*ret_netns = netns;
+	return 0;
+}
+
+int net_link_attach(const struct net_link *l, int pidfd, struct error *err)
+{
+	struct mnl_socket *host = open_route_socket(), *inside = NULL;
+	int netns = -1, r, ifindex = 0;
+	const char *step = "open a route socket";
+	if (!host) {
+		r = -errno;
+		goto out;
+	}
+	step = "enter the sandbox's network namespace";
+	if ((r = open_inside(pidfd, &inside, &netns)) < 0)
+		goto out;
+	step = "create the veth pair";
+	if ((r = create_pair(host, l, netns)) < 0)
+		goto out;
+	step = "find the host end";
+	if (!(ifindex = (int)if_nametoindex(l->host_if))) {
+		r = -errno;
+		goto out_remove;
+	}
+	step = "configure the host end";
+	if ((r = no_ipv6(host, ifindex)) < 0 ||
+	    (r = add_address(host, ifindex, l->gateway, l->address)) < 0 ||
+	    (r = add_neighbour(host, ifindex, l->address, l->sandbox_mac)) < 0 ||
+	    (r = set_up(host, ifindex)) < 0)
+		goto out_remove;
+	step = "configure the sandbox's end";
+	if ((r = no_ipv6(inside, NET_SANDBOX_IFINDEX)) < 0 ||
+	    (r = add_address(inside, NET_SANDBOX_IFINDEX, l->address, l->gateway)) < 0 ||
+	    (r = add_neighbour(inside, NET_SANDBOX_IFINDEX, l->gateway, l->host_mac)) < 0 ||
+	    (r = set_up(inside, NET_SANDBOX_IFINDEX)) < 0 ||
+	    (r = add_default_route(inside, NET_SANDBOX_IFINDEX, l->gateway)) < 0)
+		goto out_remove;
+	goto out;
+out_remove:
+	(void)net_link_remove(l->host_if, NULL);
+out:
+	if (inside)
+		mnl_socket_close(inside);
+	if (host)
+		mnl_socket_close(host);
+	if (netns >= 0)
+		close(netns);
+	if (r < 0)
+		return error_set_errno(err, -r, "network %s: %s", l->host_if, step);
+	return 0;
+}
+
+int net_link_remove(const char *host_if, struct error *err)
+{
+	struct mnl_socket *nl = open_route_socket();
+	if (!nl)
+		return error_set_errno(err, errno, "network %s: open a route socket", host_if);
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = link_msg(buf, RTM_DELLINK, 0, 0);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, host_if);
+	int r = talk(nl, nlh);
+	mnl_socket_close(nl);
+	if (r == -ENODEV)
+		return 0;
+	return r < 0 ? error_set_errno(err, -r, "network %s: remove", host_if) : 0;
+}
+
+struct bytes {
+	uint64_t rx, tx;
+	bool found;
+};
+
+static int stats_attr(const struct nlattr *attr, void *data)
+{
+	struct bytes *b = data;
+	if (mnl_attr_get_type(attr) == IFLA_STATS64 &&
+	    mnl_attr_get_payload_len(attr) >= sizeof(struct rtnl_link_stats64)) {
+		struct rtnl_link_stats64 s;
+		memcpy(&s, mnl_attr_get_payload(attr), sizeof(s));
+		b->rx = s.rx_bytes;
+		b->tx = s.tx_bytes;
+		b->found = true;
+	}
+	return MNL_CB_OK;
+}
+
+static int stats_msg(const struct nlmsghdr *nlh, void *data)
+{
+	return mnl_attr_parse(nlh, sizeof(struct ifinfomsg), stats_attr, data);
+}
+
+int net_link_bytes(const char *host_if, uint64_t *ret_in, uint64_t *ret_out, struct error *err)
+{
+	struct mnl_socket *nl = open_route_socket();
+	if (!nl)
+		return error_set_errno(err, errno, "network %s: open a route socket", host_if);
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = link_msg(buf, RTM_GETLINK, NLM_F_REQUEST, 0);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, host_if);
+	nlh->nlmsg_seq = 1;
+	struct bytes b = {0};
+	int r = 0;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		r = -errno;
+	} else {
+		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		if (n < 0 ||
+		    mnl_cb_run(buf, (size_t)n, 1, mnl_socket_get_portid(nl), stats_msg, &b) < 0)
+			r = -errno;
+	}
+	mnl_socket_close(nl);
+	if (r == -ENODEV)
+		return -ENODEV;
+	if (r < 0 || !b.found)
+		return error_set_errno(err, r < 0 ? -r : EIO, "network %s: read its counters",
+				       host_if);
+	/* the host end receives what the sandbox sends */
+	*ret_in = b.tx;
+	*ret_out = b.rx;
+	return 0;
+}

@@ -1,0 +1,78 @@
+/*
+ * link.h - a networked sandbox's link: one veth pair, its addresses,
+ * routes and neighbours, made with rtnetlink (libmnl).
+ *
+ *	host's network namespace            the sandbox's network namespace
+ *	ab<mode><slot>  gateway/32  <──veth──>  eth0  address/32, default via gateway
+ *
+ * Addresses come from the sandbox's uid-range slot (runtime/uidrange.h),
+ * which no two live sandboxes share: the gateway is NET_SUBNET + 2 +
+ * 2 * slot, the sandbox's address the next one, both point-to-point /32s,
+ * so the host holds exactly one route to each sandbox, through its own
+ * veth. Nothing resolves addresses on the link: both ends hold a permanent
+ * neighbour entry for the other, and neither has an IPv6 address (address
+ * generation off), so a sandbox never needs to send ARP or IPv6, and the
+ * agentbox table (table.h) drops both.
+ *
+ * The host end's name carries the mode ('o' open, 'a' allow) so that one
+ * static ruleset tells the modes apart (NET_IFNAME_OPEN, NET_IFNAME_ALLOW).
+ * The pair lives as long as the sandbox's network namespace: when the
+ * sandbox's last process is gone, the kernel removes both ends, with their
+ * addresses, routes and neighbours. Nothing of it outlives the sandbox.
+ *
+ * Needs CAP_NET_ADMIN on the host and over the sandbox's namespace (root).
+ * The calling thread enters the sandbox's namespace for a moment and comes
+ * back; other threads are not affected.
+ */
+#ifndef AGENTBOX_NETWORK_LINK_H
+#define AGENTBOX_NETWORK_LINK_H
+
+#include "base/error.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* 10.231.0.0/16: 16384 slots, two addresses each, past the first two. */
+#define NET_SUBNET	    "10.231.0.0/16"
+#define NET_SUBNET_V4	    0x0ae70000u
+#define NET_SUBNET_PREFIX   16
+#define NET_SLOTS	    16384u
+#define NET_IFNAME_PREFIX   "ab"
+#define NET_IFNAME_OPEN	    "abo" /* + slot: an open-mode sandbox's host end */
+#define NET_IFNAME_ALLOW    "aba" /* + slot: an allow-mode sandbox's host end */
+#define NET_SANDBOX_IFNAME  "eth0"
+#define NET_SANDBOX_IFINDEX 2 /* eth0's index inside: lo is 1 in a new namespace */
+#define NET_IFNAME_MAX	    16
+
+struct net_link {
+	uint32_t gateway; /* host byte order: the host end, the sandbox's gateway */
+	uint32_t address; /* host byte order: the sandbox end */
+	char host_if[NET_IFNAME_MAX];
+	uint8_t host_mac[6];
+	uint8_t sandbox_mac[6];
+};
+
+/*
+ * The link of the sandbox in slot (< NET_SLOTS), for an allow-mode
+ * sandbox or an open one. 0 or -ERANGE.
+ */
+int net_link_for_slot(unsigned slot, bool allow, struct net_link *ret);
+
+/*
+ * Make l's veth pair, with its other end in the network namespace of the
+ * process behind pidfd, and configure both ends. On failure nothing is
+ * left (the pair is removed). 0 or -errno with err saying which step.
+ */
+int net_link_attach(const struct net_link *l, int pidfd, struct error *err);
+
+/* Remove the pair by its host end. 0, also when it is gone already. */
+int net_link_remove(const char *host_if, struct error *err);
+
+/*
+ * Bytes through the host end: *ret_in what the sandbox received,
+ * *ret_out what it sent. 0, -ENODEV when the link is gone, or -errno.
+ */
+int net_link_bytes(const char *host_if, uint64_t *ret_in, uint64_t *ret_out, struct error *err);
+
+#endif

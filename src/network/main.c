@@ -1,0 +1,169 @@
+/*
+ * agentbox-net - plumbs one sandbox's network, for a launcher that cannot
+ * itself: the supervisor and the shim are static executables, and libmnl
+ * is a shared library.
+ *
+ *	agentbox-net open SLOT
+ *	agentbox-net allow SLOT --policy JSON --events FILE
+ *	             [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...
+ *
+ * fd 3 is the sandbox init's pidfd. Both make the sandbox's veth pair
+ * (link.h) and print "ready IFNAME" on stdout (the host end's name).
+ * open then exits 0. allow binds the sandbox's resolver and proxy
+ * (relay.h) on its gateway before it says ready, and then serves
+ * until the sandbox's init ends or its launcher does. On failure: one
+ * line on stderr, exit 1 (2 for a usage error), and nothing left.
+ */
+#include "base/parse.h"
+#include "network/link.h"
+#include "network/relay.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#define PIDFD	       3
+#define ALLOW_CIDR_MAX 64
+
+static const char usage[] =
+    "usage: agentbox-net open SLOT\n"
+    "       agentbox-net allow SLOT --policy JSON --events FILE [--resolver ADDR[:PORT]]\n"
+    "                    [--allow-cidr CIDR]...\n"
+    "fd 3: the sandbox init's pidfd\n";
+
+static int fail(const char *msg, const char *what)
+{
+	fprintf(stderr, "%s%s%s\n", msg, what ? ": " : "", what ? what : "");
+	return 1;
+}
+
+/* The relay ends with the sandbox: init's pidfd turns readable when it exits. */
+static void *watch_init(void *arg)
+{
+	(void)arg;
+	struct pollfd p = {.fd = PIDFD, .events = POLLIN};
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
+static int parse_resolver(const char *s, struct relay_config *c)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+	size_t n = colon ? (size_t)(colon - s) : strlen(s);
+	uint64_t port = 53;
+	struct in_addr a;
+	if (n >= sizeof(host) ||
+	    (colon && (parse_u64(colon + 1, &port) < 0 || !port || port > 65535)))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	if (inet_pton(AF_INET, host, &a) != 1)
+		return -EINVAL;
+	c->resolver = ntohl(a.s_addr);
+	c->resolver_port = (uint16_t)port;
+	return 0;
+}
+
+static int run_allow(unsigned slot, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"policy", required_argument, NULL, 'p'},
+	    {"events", required_argument, NULL, 'e'},
+	    {"resolver", required_argument, NULL, 'r'},
+	    {"allow-cidr", required_argument, NULL, 'c'},
+	    {0},
+	};
+	static struct cidr allowed[ALLOW_CIDR_MAX];
+	struct relay_config c = {.events_fd = -1};
+	const char *policy_text = NULL, *events = NULL;
+	int opt;
+	optind = 3;
+	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (opt == 'p')
+			policy_text = optarg;
+		else if (opt == 'e')
+			events = optarg;
+		else if (opt == 'r' && parse_resolver(optarg, &c) == 0)
+			continue;
+		else if (opt == 'c' && c.nallowed < ALLOW_CIDR_MAX &&
+			 cidr_parse(optarg, &allowed[c.nallowed]) == 0)
+			c.nallowed++;
+		else
+			return fputs(usage, stderr), 2;
+	}
+	if (!policy_text || !events || optind != argc)
+		return fputs(usage, stderr), 2;
+	c.allowed = allowed;
+
+	json_error_t jerr;
+	json_t *j = json_loads(policy_text, 0, &jerr);
+	static struct egress_policy policy;
+	struct error err = {0};
+	if (!j || egress_policy_from_json(j, &policy, &err) < 0 || policy.mode != EGRESS_ALLOW)
+		return fail("--policy", j ? (err.msg[0] ? err.msg : "not mode allow") : jerr.text);
+	json_decref(j);
+	c.policy = &policy;
+	if ((c.events_fd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) < 0)
+		return fail(events, strerror(errno));
+
+	struct net_link l;
+	if (net_link_for_slot(slot, true, &l) < 0)
+		return fail("slot out of range", NULL);
+	c.gateway = l.gateway;
+	c.sandbox = l.address;
+	struct relay *r;
+	if (net_link_attach(&l, PIDFD, &err) < 0)
+		return fail(err.msg, NULL);
+	if (relay_bind(&c, &r, &err) < 0) {
+		(void)net_link_remove(l.host_if, NULL);
+		return fail(err.msg, NULL);
+	}
+	pthread_t t;
+	if (pthread_create(&t, NULL, watch_init, NULL) != 0) {
+		(void)net_link_remove(l.host_if, NULL);
+		return fail("cannot start a thread", NULL);
+	}
+	/* ready: the launcher reads this line and lets the sandbox go */
+	if (printf("ready %s\n", l.host_if) < 0 || fflush(stdout) != 0)
+		return fail("cannot say ready", NULL);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 1);
+		close(null);
+	}
+	relay_run(r);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t slot;
+	/* whatever starts us: we go when it goes */
+	pid_t parent = getppid();
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		return 1;
+	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS)
+		return fputs(usage, stderr), 2;
+	if (strcmp(argv[1], "allow") == 0)
+		return run_allow((unsigned)slot, argc, argv);
+	if (strcmp(argv[1], "open") != 0 || argc != 3)
+		return fputs(usage, stderr), 2;
+	struct net_link l;
+	struct error err = {0};
+	if (net_link_for_slot((unsigned)slot, false, &l) < 0 ||
+	    net_link_attach(&l, PIDFD, &err) < 0)
+		return fail(err.msg[0] ? err.msg : "slot out of range", NULL);
+	printf("ready %s\n", l.host_if);
+	return 0;
+}

@@ -1,0 +1,375 @@
+"""Network egress (docs/SECURITY.md, "Network egress"): open and allow
+modes against a fake internet (networld.py) in network namespaces the test
+makes. Every server there logs what reaches it, so a refused destination
+is proved refused by its log staying empty, not only by the client's
+error.
+"""
+import json
+import os
+import time
+
+import pytest
+
+import helpers
+from daemon import Daemon
+from networld import CURL, REFUSED, SITE, World
+
+DAEMON_PORT = 18080  # agentboxd's TCP listener, on the host's address in the test's world
+IFACES = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = World(tmp_path_factory.mktemp("world"))
+    try:
+        w.build()
+        yield w
+    finally:
+        w.destroy()
+
+
+@pytest.fixture
+def daemon(world, tmp_path):
+    d = Daemon(tmp_path, "--pool", "2", "--listen", f"198.51.100.2:{DAEMON_PORT}")
+    d.prefix = world.netns(world.host)
+    d.start()
+    yield d
+    d.stop()
+
+
+def sh(d, sid, script):
+    r = d.exec(sid, ["sh", "-c", script])
+    return r["stdout"], r["stderr"], r["exit_code"]
+
+
+def pooled(d):
+    """The warm pool's sandboxes: those with a directory and no record a user sees."""
+    shown = {s["id"] for s in d.sandboxes()}
+    return [p.name for p in (d.state / "sandboxes").iterdir() if p.name not in shown] \
+        if (d.state / "sandboxes").exists() else []
+
+
+def pool_ready(d):
+    """Sandboxes of a pool of 2 that are ready: the keeper makes them one at a time, so
+    once the second has a directory, the first is ready (a directory comes before)."""
+    assert helpers.wait_until(lambda: len(pooled(d)) >= 2, 30, 0.05), "the pool never filled"
+    return pooled(d)
+
+
+def test_open_sandbox_reaches_the_internet_and_nothing_else(world, daemon):
+    ready = pool_ready(daemon)
+    sid = daemon.create_sandbox(network={"mode": "open"})
+    assert sid in ready, "a networked create did not come from the pool"
+    status, body = daemon.request("GET", f"/v1/sandboxes/{sid}")
+    assert body["network"] == {"mode": "open"}
+    status, net = daemon.request("GET", f"/v1/sandboxes/{sid}/network")
+    assert status == 200 and net["mode"] == "open" and net["bytes_in"] == 0, net
+    out, err, _ = sh(daemon, sid, IFACES)
+    assert out.split() == ["eth0", "lo"], (out, err)
+    out, err, code = sh(daemon, sid, " ".join(CURL) + f" http://{SITE}/open-page")
+    assert out == "200", (out, err, code)
+    seen = [e for e in world.seen() if e.get("http") == "/open-page"]
+    assert len(seen) == 1 and seen[0]["from"] == "198.51.100.2"  # masqueraded
+
+    # every refused destination fails at once: refused (curl 7), not timed out (28)
+    for name, addr in REFUSED.items():
+        t = time.monotonic()
+        out, err, code = sh(daemon, sid, " ".join(CURL) + f" http://{addr}/refused-{name}; "
+                            "echo \" rc=$?\"")
+        assert out.strip().endswith(" rc=7"), (name, out, err)
+        assert time.monotonic() - t < 4, name
+    # the gateway, the host's end of the link, is the host too
+    gw = daemon.exec(sid, ["python3", "-c", OWN_ADDRESS])["stdout"].strip().split(".")
+    gw = ".".join(gw[:3] + [str(int(gw[3]) - 1)])
+    out, err, code = sh(daemon, sid, " ".join(CURL) + f" http://{gw}/refused-gw; echo \" rc=$?\"")
+    assert out.strip().endswith(" rc=7"), (out, err)
+    assert not [e for e in world.seen() if "refused" in e.get("http", "")]
+    # the daemon's own port on the host, and the gateway's relay ports: refused too
+    for port in (DAEMON_PORT, 15001, 15053):
+        out, err, _ = sh(daemon, sid, " ".join(CURL) + f" http://198.51.100.2:{port}/; "
+                         f"{' '.join(CURL)} http://{gw}:{port}/; echo \" rc=$?\"")
+        assert out.strip().endswith("000 rc=7"), (port, out, err)
+    # UDP to the refused addresses goes nowhere (the world's canary listens on all of them)
+    for name, addr in REFUSED.items():
+        r = daemon.exec(sid, ["python3", "-c", UDP_TO, addr, f"udp-{name}"])
+        assert r["exit_code"] == 0, r
+    r = daemon.exec(sid, ["python3", "-c", UDP_TO, SITE, "udp-public"])
+    assert helpers.wait_until(lambda: any(e.get("udp") == "udp-public" for e in world.seen()),
+                              5, 0.05)
+    assert not [e for e in world.seen() if e.get("udp", "").startswith("udp-")
+                and e["udp"] != "udp-public"]
+    # no ICMP (no ping socket for the sandbox's group), no IPv6 route (fd00:ec2::254),
+    # and its own link is not its to change (no netlink socket at all)
+    r = daemon.exec(sid, ["python3", "-c", NO_ICMP_NO_V6])
+    assert r["stdout"].split() == ["icmp-refused", "v6-unreachable"], r
+    out, err, code = sh(daemon, sid, "ip link set eth0 down; echo \" rc=$?\"; "
+                        "ip addr add 10.231.99.99/32 dev eth0; echo \" rc=$?\"")
+    assert out.split() == ["rc=2", "rc=2"] or "rc=0" not in out, (out, err)
+    assert sh(daemon, sid, " ".join(CURL) + f" http://{SITE}/still-up")[0] == "200"
+
+    # no sandbox without a network has one
+    plain = daemon.create_sandbox()
+    out, _, _ = sh(daemon, plain, IFACES + "; " + " ".join(CURL)
+                   + f" http://{SITE}/from-none; echo \" rc=$?\"")
+    assert out.split()[0] == "lo" and "eth0" not in out and out.strip().endswith("rc=7"), out
+    assert not [e for e in world.seen() if e.get("http") == "/from-none"]
+
+
+def test_open_task_and_fresh_sandbox(world, daemon):
+    tid = daemon.submit(command=["sh", "-c", " ".join(CURL) + f" http://{SITE}/from-task"],
+                        network={"mode": "open"})
+    assert helpers.wait_until(lambda: daemon.task(tid)["status"] not in ("queued", "running"),
+                              60, 0.1)
+    t = daemon.task(tid)
+    assert t["status"] == "succeeded", t
+    assert t["network"] == {"mode": "open"}
+    assert [e for e in world.seen() if e.get("http") == "/from-task"]
+    # limits other than the pool's: a sandbox started with its network
+    sid = daemon.create_sandbox(network={"mode": "open"}, limits={"memory_mb": 256})
+    out, err, _ = sh(daemon, sid, " ".join(CURL) + f" http://{SITE}/from-fresh")
+    assert out == "200", (out, err)
+
+
+UDP_TO = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.sendto(sys.argv[2].encode(), (sys.argv[1], 9999))
+except OSError:
+    pass
+"""
+
+NO_ICMP_NO_V6 = r"""
+import socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+    print("icmp-allowed")
+except OSError:
+    print("icmp-refused")
+try:
+    socket.create_connection(("fd00:ec2::254", 80), timeout=3)
+    print("v6-reached")
+except OSError as e:
+    print("v6-unreachable" if e.errno in (101, 113, 99) else f"v6-{e.errno}")
+"""
+
+FREEBIND = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 15, 1)  # IP_FREEBIND: bind an address that is not ours
+s.bind((sys.argv[1], 0))
+try:
+    s.sendto(sys.argv[2].encode(), ("%s", 9999))
+    print("sent")
+except OSError as e:
+    print("refused", e.errno)
+""" % SITE
+
+OWN_ADDRESS = r"""
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("%s", 9999))
+print(s.getsockname()[0])
+""" % SITE
+
+
+def test_two_sandboxes_cannot_reach_spoof_or_sniff(world, daemon):
+    a = daemon.create_sandbox(network={"mode": "open"})
+    b = daemon.create_sandbox(network={"mode": "open"})
+    addr_a = daemon.exec(a, ["python3", "-c", OWN_ADDRESS])["stdout"].strip()
+    addr_b = daemon.exec(b, ["python3", "-c", OWN_ADDRESS])["stdout"].strip()
+    assert addr_a.startswith("10.231.") and addr_b.startswith("10.231.") and addr_a != addr_b
+    # A serves on 8080 (seen from A itself), and B is refused at once
+    status, body = daemon.request("POST", f"/v1/sandboxes/{a}/exec",
+                                  {"command": ["python3", "-m", "http.server", "8080"],
+                                   "background": True})
+    assert status == 202, body
+    assert helpers.wait_until(lambda: sh(daemon, a, " ".join(CURL) + f" http://{addr_a}:8080/")[0]
+                              == "200", 10, 0.1)
+    out, err, _ = sh(daemon, b, " ".join(CURL) + f" http://{addr_a}:8080/; echo \" rc=$?\"")
+    assert out.strip().endswith(" rc=7"), (out, err)
+
+    # spoofing: a datagram with B's source (or any other) never arrives, whether the
+    # sandbox's kernel refuses to send it or the host's guard drops it; its own does
+    for src, tag in ((addr_b, "spoof-b"), ("203.0.113.99", "spoof-public"), (addr_a, "own")):
+        r = daemon.exec(a, ["python3", "-c", FREEBIND, src, tag])
+        assert r["exit_code"] == 0, (r["stdout"], r["stderr"])
+        if tag == "own":
+            assert r["stdout"].strip() == "sent", r["stdout"]
+    helpers.wait_until(lambda: any(e.get("udp") == "own" for e in world.seen()), 5, 0.05)
+    time.sleep(0.2)  # a spoofed datagram sent before the own one would be in by now
+    udp = [e["udp"] for e in world.seen() if "udp" in e]
+    assert "spoof-b" not in udp and "spoof-public" not in udp, udp
+
+    # sniffing: no packet socket inside
+    r = daemon.exec(a, ["python3", "-c", "import socket; socket.socket(socket.AF_PACKET, "
+                        "socket.SOCK_RAW, socket.htons(3))"])
+    assert r["exit_code"] != 0 and "PermissionError" in r["stderr"], r
+
+
+def test_links_and_table_come_and_go(world, tmp_path):
+    d = Daemon(tmp_path, "--pool", "0")
+    d.prefix = world.netns(world.host)
+    d.start()
+    try:
+        assert "agentbox" not in world.tables()  # nothing until a network is asked for
+        sid = d.create_sandbox(network={"mode": "open"})
+        assert "table inet agentbox" in world.tables()
+        assert "table arp agentbox" in world.tables()
+        assert len(world.host_links()) == 1
+        # SIGKILL: the sandbox keeps its network; a new daemon takes the table over
+        d.kill()
+        d.start()
+        out, err, _ = sh(d, sid, " ".join(CURL) + f" http://{SITE}/after-kill")
+        assert out == "200", (out, err)
+        # its end takes its link away
+        assert d.request("DELETE", f"/v1/sandboxes/{sid}")[0] == 200
+        helpers.wait_until(lambda: not world.host_links(), 10, 0.05)
+        d.stop()
+        assert "agentbox" not in world.tables()  # a clean stop with nothing left
+    finally:
+        if d.proc and d.proc.poll() is None:
+            d.stop()
+
+
+# ---- allow mode ------------------------------------------------------------
+
+ALLOW = [f"site{i}.test" for i in range(1, 31)] + ["rebind.test", "mixed.test", "meta.test"]
+
+
+@pytest.fixture
+def allow_daemon(world, tmp_path):
+    d = Daemon(tmp_path, "--pool", "2", "--resolver", "198.51.100.1", "--listen",
+               f"198.51.100.2:{DAEMON_PORT}")
+    d.prefix = world.netns(world.host)
+    d.start()
+    yield d
+    d.stop()
+
+
+def fetch(d, sid, url, *opts):
+    """curl url in the sandbox: (HTTP code, curl's exit status, its stderr)."""
+    r = d.exec(sid, ["sh", "-c", " ".join([*CURL, "-k", *opts, f"'{url}'"])
+                     + "; echo \" rc=$?\""])
+    code, _, rc = r["stdout"].strip().rpartition(" rc=")
+    return code.strip(), int(rc), r["stderr"]
+
+
+def network_log(d, sid):
+    path = d.state / "sandboxes" / sid / "network.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_allow_sandbox_reaches_its_list_and_nothing_else(world, allow_daemon):
+    d = allow_daemon
+    ready = pool_ready(d)
+    sid = d.create_sandbox(network={"mode": "allow", "allow": ALLOW})
+    assert sid in ready, "an allow-mode create did not come from the pool"
+    env = d.exec(sid, ["sh", "-c", "echo $HTTPS_PROXY"])["stdout"].strip()
+    assert env == "http://10.231.0.1:15001"
+
+    # transparent (no proxy settings) and through HTTP(S)_PROXY; HTTP and HTTPS
+    for how, opts in (("transparent", ["--noproxy", "'*'"]), ("proxy", [])):
+        for scheme, n in (("http", 1), ("https", 2)):
+            code, rc, err = fetch(d, sid, f"{scheme}://site{n}.test/{how}-{scheme}", *opts)
+            assert (code, rc) == ("200", 0), (how, scheme, err)
+    seen = world.seen()
+    for how in ("transparent", "proxy"):
+        [h] = [e for e in seen if e.get("http") in (f"/{how}-http", f"http://site1.test/{how}-http")]
+        assert h["host"] == "site1.test" and h["from"] == "198.51.100.2"
+        [s] = [e for e in seen if e.get("https") == f"/{how}-https"]
+        assert s["sni"] == "site2.test"  # spliced, not terminated: the client's own TLS
+
+    # an unlisted name does not resolve; the upstream resolver is never asked
+    code, rc, err = fetch(d, sid, "http://forbidden.test/by-name", "--noproxy", "'*'")
+    assert rc == 6, (code, rc, err)  # could not resolve
+    assert not [e for e in world.seen() if e.get("dns") == "forbidden.test"]
+    # its address dialled directly: the Host (or SNI) is checked, and refused at once
+    resolve = ["--resolve", "forbidden.test:80:203.0.113.20", "--resolve",
+               "forbidden.test:443:203.0.113.20", "--noproxy", "'*'"]
+    code, rc, err = fetch(d, sid, "http://forbidden.test/by-address", *resolve)
+    assert code == "403", (code, rc, err)
+    code, rc, err = fetch(d, sid, "https://forbidden.test/by-address", *resolve)
+    assert rc in (35, 56) and code == "000", (code, rc, err)  # reset in the handshake
+    code, rc, err = fetch(d, sid, "http://forbidden.test/through-proxy")
+    assert code == "403", (code, rc, err)
+    # a listed name on a port not listed
+    code, rc, err = fetch(d, sid, "http://site3.test:8080/port", "--noproxy", "'*'")
+    assert code == "403", (code, rc, err)
+
+    # DNS rebinding: a listed name that resolves to a private address gets no
+    # answer, and the proxy resolves for itself, whatever the client dialled
+    code, rc, err = fetch(d, sid, "http://rebind.test/by-name", "--noproxy", "'*'")
+    assert rc == 6, (code, rc, err)
+    code, rc, err = fetch(d, sid, "http://rebind.test/by-address", "--noproxy", "'*'",
+                          "--resolve", "rebind.test:80:203.0.113.10")
+    assert code == "403", (code, rc, err)
+    code, rc, err = fetch(d, sid, "http://meta.test/", "--noproxy", "'*'",
+                          "--resolve", "meta.test:80:203.0.113.10")
+    assert code == "403", (code, rc, err)
+    # a name with a refused address among others: only the public one is used
+    code, rc, err = fetch(d, sid, "http://mixed.test/mixed", "--noproxy", "'*'")
+    assert (code, rc) == ("200", 0), err
+
+    # addresses, not names: the metadata service, a private one, the host's, the daemon's port
+    for name, addr in {**REFUSED, "daemon": f"198.51.100.2:{DAEMON_PORT}"}.items():
+        code, rc, err = fetch(d, sid, f"http://{addr}/refused-{name}", "--noproxy", "'*'")
+        assert code == "403", (name, code, rc, err)
+        code, rc, err = fetch(d, sid, f"https://{addr}/refused-{name}", "--noproxy", "'*'")
+        assert rc != 0 and code == "000", (name, code, rc, err)
+    # UDP other than DNS goes nowhere
+    own = d.exec(sid, ["python3", "-c", OWN_ADDRESS])["stdout"].strip()
+    r = d.exec(sid, ["python3", "-c", FREEBIND, own, "allow-udp"])
+    assert r["exit_code"] == 0, r
+    time.sleep(0.2)
+    assert not [e for e in world.seen() if e.get("udp") == "allow-udp"]
+    assert not [e for e in world.seen()
+                if "by-address" in json.dumps(e) or "refused-" in json.dumps(e)
+                or e.get("http") == "/" or "rebind" in str(e.get("host"))]
+
+    # every refusal is an event, with its reason
+    events = network_log(d, sid)
+    reasons = {(e.get("host"), e["reason"]) for e in events}
+    assert ("forbidden.test", "not_allowed") in reasons, events
+    assert ("rebind.test", "refused_address") in reasons, events
+    assert ("site3.test", "not_allowed") in reasons, events
+    assert all(e["type"] == "egress_denied" and e["time"] > 0 for e in events)
+    status, net = d.request("GET", f"/v1/sandboxes/{sid}/network")
+    assert status == 200, net
+    assert net["mode"] == "allow" and net["denied_total"] == len(events)
+    assert [(e["host"], e["reason"]) for e in net["denied"]] == \
+        [(e.get("host"), e["reason"]) for e in events]
+    assert net["bytes_in"] > 4 * 200 and net["bytes_out"] > 4 * 100, net  # four pages, each way
+    # once it has ended, its link and its files are gone
+    assert d.request("DELETE", f"/v1/sandboxes/{sid}")[0] == 200
+    status, net = d.request("GET", f"/v1/sandboxes/{sid}/network")
+    assert status == 200 and net["bytes_in"] is None and net["denied_total"] == 0, net
+
+
+def test_allow_task_fetches_thirty_sites(world, allow_daemon):
+    script = ("set -e; for i in $(seq 1 30); do "
+              + " ".join(CURL) + " -k https://site$i.test/task-$i >/dev/null; "
+              + " ".join(CURL) + " http://site$i.test/task-$i >/dev/null; "
+              "echo \"{\\\"page\\\": $i}\" > $AGENTBOX_PROGRESS; done; "
+              "if " + " ".join(CURL) + " -f http://forbidden.test/; then exit 9; fi; "
+              "if getent hosts forbidden.test; then exit 8; fi; echo done")
+    tid = allow_daemon.submit(command=["sh", "-c", script],
+                              network={"mode": "allow", "allow": ALLOW})
+    assert helpers.wait_until(
+        lambda: allow_daemon.task(tid)["status"] not in ("queued", "running"), 120, 0.1)
+    t = allow_daemon.task(tid)
+    assert t["status"] == "succeeded", t
+    assert t["progress"] == {"page": 30}, t["progress"]
+    # its refusals are task events; its bytes are counted
+    status, body = allow_daemon.request("GET", f"/v1/tasks/{tid}/events?limit=1000")
+    denied = [e["data"] for e in body["events"] if e["type"] == "egress_denied"]
+    assert {(e["host"], e["reason"], e["port"]) for e in denied} == {
+        ("forbidden.test", "not_allowed", 80), ("forbidden.test", "not_allowed", 53)}, denied
+    usage = t["network_usage"]
+    assert usage["denied"] == len(denied) and usage["bytes_in"] > 60 * 200 and usage["bytes_out"] > 0, t
+    seen = world.seen()
+    for i in range(1, 31):
+        assert [e for e in seen if e.get("https") == f"/task-{i}" and e["sni"] == f"site{i}.test"]
+        assert [e for e in seen if e.get("http") in (f"/task-{i}", f"http://site{i}.test/task-{i}")]
