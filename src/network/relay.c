@@ -416,21 +416,32 @@ static int connect_by(uint32_t addr, uint16_t port, int64_t deadline_ms)
 }
 
 /*
- * Move what from has (up to 64 KiB) to to, through the pipe. 1 when
- * something moved or nothing was there, 0 at from's end, -1 on an error.
+ * Move what from has to to, through the pipe, a pipe's worth at a time,
+ * until from has nothing more for now (or a few rounds have passed, so
+ * the other direction gets its turn). 1 when it has nothing more, 0 at
+ * from's end, -1 on an error.
  */
 static int pump(int from, const int pipe[2], int to)
 {
-	ssize_t n = splice(from, NULL, pipe[1], NULL, 65536, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-	if (n == 0)
-		return 0;
-	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? 1 : -1;
-	while (n > 0) {
-		ssize_t m = splice(pipe[0], NULL, to, NULL, (size_t)n, SPLICE_F_MOVE);
-		if (m <= 0 && !(m < 0 && errno == EINTR))
-			return -1;
-		n -= m > 0 ? m : 0;
+	for (int round = 0; round < 16; round++) {
+		ssize_t n = splice(from, NULL, pipe[1], NULL, RELAY_PIPE_SIZE,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 1 : -1;
+		while (n > 0) {
+			ssize_t m = splice(pipe[0], NULL, to, NULL, (size_t)n, SPLICE_F_MOVE);
+			if (m < 0 && errno == EAGAIN) { /* to's buffer is full: wait for room */
+				struct pollfd p = {.fd = to, .events = POLLOUT};
+				if (poll(&p, 1, -1) < 0 && errno != EINTR)
+					return -1;
+				continue;
+			}
+			if (m <= 0 && !(m < 0 && errno == EINTR))
+				return -1;
+			n -= m > 0 ? m : 0;
+		}
 	}
 	return 1;
 }
@@ -446,6 +457,12 @@ static void splice_both(int a, int b)
 		close(pa[1]);
 		return;
 	}
+	/* fewer, larger moves; a pipe's pages are taken only as bytes pass */
+	(void)fcntl(pa[1], F_SETPIPE_SZ, RELAY_PIPE_SIZE);
+	(void)fcntl(pb[1], F_SETPIPE_SZ, RELAY_PIPE_SIZE);
+	/* a socket's splice waits for data unless the socket itself is non-blocking */
+	(void)fcntl(a, F_SETFL, fcntl(a, F_GETFL) | O_NONBLOCK);
+	(void)fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK);
 	bool a_open = true, b_open = true;
 	while (a_open || b_open) {
 		struct pollfd p[2] = {{.fd = a_open ? a : -1, .events = POLLIN},

@@ -37,11 +37,12 @@
 
 #include <stdint.h>
 
-#define RELAY_CONNECTIONS_MAX	 256	   /* proxied connections at once */
-#define RELAY_DNS_INFLIGHT	 32	   /* queries being resolved at once */
-#define RELAY_PEEK_TIMEOUT_MS	 10000	   /* for a client's first bytes */
-#define RELAY_CONNECT_TIMEOUT_MS 10000	   /* to an allowed destination */
-#define RELAY_EVENTS_MAX	 (1 << 20) /* bytes of the events file */
+#define RELAY_CONNECTIONS_MAX	 256	     /* proxied connections at once */
+#define RELAY_DNS_INFLIGHT	 32	     /* queries being resolved at once */
+#define RELAY_PEEK_TIMEOUT_MS	 10000	     /* for a client's first bytes */
+#define RELAY_CONNECT_TIMEOUT_MS 10000	     /* to an allowed destination */
+#define RELAY_EVENTS_MAX	 (1 << 20)   /* bytes of the events file */
+#define RELAY_PIPE_SIZE		 (256 << 10) /* each direction's splice pipe, per connection */
 
 struct relay_config {
 	uint32_t gateway; /* host byte order: where it listens */
