@@ -331,11 +331,6 @@ int task_request_parse_network(json_t *v, struct task_request *r, json_t *out, s
 		snprintf(field, sizeof(field), "%.*s", (int)(n < 63 ? n : 63), err.msg);
 		return INVALID(e, field, "%s", err.msg);
 	}
-	if (p.rate_mbit) {
-		egress_policy_release(&p);
-		return INVALID(e, "network.rate_mbit",
-			       "network.rate_mbit: a bandwidth cap is not supported yet");
-	}
 	r->network = p.mode;
 	if (p.mode == EGRESS_ALLOW) {
 		/* for tools that prefer a proxy to the transparent one: unless the task says */

@@ -12,6 +12,7 @@
 #include <libmnl/libmnl.h>
 #include <linux/if_link.h>
 #include <linux/neighbour.h>
+#include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <sched.h>
@@ -168,6 +169,35 @@ static int add_default_route(struct mnl_socket *nl, int ifindex, uint32_t gatewa
 	return talk(nl, nlh);
 }
 
+/* A token bucket of rate_mbit as the root qdisc of the link's sending side. */
+static int add_rate(struct mnl_socket *nl, int ifindex, uint32_t rate_mbit)
+{
+	char buf[NL_BUF];
+	uint64_t rate = (uint64_t)rate_mbit * 125000; /* bytes a second */
+	uint64_t burst = rate / 100 > NET_RATE_BURST_MIN ? rate / 100 : NET_RATE_BURST_MIN;
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWQDISC;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+	struct tcmsg *tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	tcm->tcm_ifindex = ifindex;
+	tcm->tcm_handle = 1u << 16;
+	tcm->tcm_parent = TC_H_ROOT;
+	mnl_attr_put_strz(nlh, TCA_KIND, "tbf");
+	struct nlattr *opts = mnl_attr_nest_start(nlh, TCA_OPTIONS);
+	struct tc_tbf_qopt q = {
+	    .rate = {.linklayer = TC_LINKLAYER_ETHERNET,
+		     .rate = rate > UINT32_MAX ? UINT32_MAX : (uint32_t)rate},
+	    .limit = (uint32_t)(burst + rate * NET_RATE_QUEUE_MS / 1000),
+	};
+	mnl_attr_put(nlh, TCA_TBF_PARMS, sizeof(q), &q);
+	if (rate > UINT32_MAX)
+		mnl_attr_put_u64(nlh, TCA_TBF_RATE64, rate);
+	mnl_attr_put_u32(nlh, TCA_TBF_BURST, (uint32_t)burst);
+	mnl_attr_nest_end(nlh, opts);
+	return talk(nl, nlh);
+}
+
 static struct mnl_socket *open_route_socket(void)
 {
 	struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
@@ -241,6 +271,10 @@ int net_link_attach(const struct net_link *l, int pidfd, struct error *err)
 	    (r = add_neighbour(inside, NET_SANDBOX_IFINDEX, l->gateway, l->host_mac)) < 0 ||
 	    (r = set_up(inside, NET_SANDBOX_IFINDEX)) < 0 ||
 	    (r = add_default_route(inside, NET_SANDBOX_IFINDEX, l->gateway)) < 0)
+		goto out_remove;
+	step = "cap its rate";
+	if (l->rate_mbit && ((r = add_rate(host, ifindex, l->rate_mbit)) < 0 ||
+			     (r = add_rate(inside, NET_SANDBOX_IFINDEX, l->rate_mbit)) < 0))
 		goto out_remove;
 	goto out;
 out_remove:

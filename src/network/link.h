@@ -12,7 +12,9 @@
  * veth. Nothing resolves addresses on the link: both ends hold a permanent
  * neighbour entry for the other, and neither has an IPv6 address (address
  * generation off), so a sandbox never needs to send ARP or IPv6, and the
- * agentbox table (table.h) drops both.
+ * agentbox table (table.h) drops both. A link with a rate has a token
+ * bucket on each end: the host end's sends are the sandbox's downloads,
+ * eth0's its uploads; neither is the sandbox's to change.
  *
  * The host end's name carries the mode ('o' open, 'a' allow) so that one
  * static ruleset tells the modes apart (NET_IFNAME_OPEN, NET_IFNAME_ALLOW).
@@ -51,7 +53,12 @@ struct net_link {
 	char host_if[NET_IFNAME_MAX];
 	uint8_t host_mac[6];
 	uint8_t sandbox_mac[6];
+	uint32_t rate_mbit; /* 0, or a cap each way: a token bucket (tbf) on both ends */
 };
+
+/* The token bucket of a capped link: bytes it may send at once, and queue. */
+#define NET_RATE_BURST_MIN (64 << 10) /* and 10 ms of the rate, if more */
+#define NET_RATE_QUEUE_MS  50	      /* what waits past the burst, at the rate */
 
 /*
  * The link of the sandbox in slot (< NET_SLOTS), for an allow-mode

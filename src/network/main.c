@@ -3,8 +3,8 @@
  * itself: the supervisor and the shim are static executables, and libmnl
  * is a shared library.
  *
- *	agentbox-net open SLOT
- *	agentbox-net allow SLOT --policy JSON --events FILE
+ *	agentbox-net open SLOT [--rate MBIT]
+ *	agentbox-net allow SLOT --policy JSON --events FILE [--rate MBIT]
  *	             [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...
  *
  * fd 3 is the sandbox init's pidfd. Both make the sandbox's veth pair
@@ -36,9 +36,9 @@
 #define ALLOW_CIDR_MAX 64
 
 static const char usage[] =
-    "usage: agentbox-net open SLOT\n"
-    "       agentbox-net allow SLOT --policy JSON --events FILE [--resolver ADDR[:PORT]]\n"
-    "                    [--allow-cidr CIDR]...\n"
+    "usage: agentbox-net open SLOT [--rate MBIT]\n"
+    "       agentbox-net allow SLOT --policy JSON --events FILE [--rate MBIT]\n"
+    "                    [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...\n"
     "fd 3: the sandbox init's pidfd\n";
 
 static int fail(const char *msg, const char *what)
@@ -76,18 +76,20 @@ static int parse_resolver(const char *s, struct relay_config *c)
 	return 0;
 }
 
-static int run_allow(unsigned slot, int argc, char **argv)
+static int run(unsigned slot, bool allow, int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"policy", required_argument, NULL, 'p'},
 	    {"events", required_argument, NULL, 'e'},
 	    {"resolver", required_argument, NULL, 'r'},
 	    {"allow-cidr", required_argument, NULL, 'c'},
+	    {"rate", required_argument, NULL, 'R'},
 	    {0},
 	};
 	static struct cidr allowed[ALLOW_CIDR_MAX];
 	struct relay_config c = {.events_fd = -1};
 	const char *policy_text = NULL, *events = NULL;
+	uint64_t rate = 0;
 	int opt;
 	optind = 3;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -100,17 +102,30 @@ static int run_allow(unsigned slot, int argc, char **argv)
 		else if (opt == 'c' && c.nallowed < ALLOW_CIDR_MAX &&
 			 cidr_parse(optarg, &allowed[c.nallowed]) == 0)
 			c.nallowed++;
+		else if (opt == 'R' && parse_u64(optarg, &rate) == 0 && rate && rate <= UINT32_MAX)
+			continue;
 		else
 			return fputs(usage, stderr), 2;
 	}
-	if (!policy_text || !events || optind != argc)
+	if (optind != argc || allow != (policy_text && events) ||
+	    (!allow && (policy_text || events || c.resolver || c.nallowed)))
 		return fputs(usage, stderr), 2;
 	c.allowed = allowed;
+	struct net_link l;
+	struct error err = {0};
+	if (net_link_for_slot(slot, allow, &l) < 0)
+		return fail("slot out of range", NULL);
+	l.rate_mbit = (uint32_t)rate;
+	if (!allow) {
+		if (net_link_attach(&l, PIDFD, &err) < 0)
+			return fail(err.msg, NULL);
+		printf("ready %s\n", l.host_if);
+		return 0;
+	}
 
 	json_error_t jerr;
 	json_t *j = json_loads(policy_text, 0, &jerr);
 	static struct egress_policy policy;
-	struct error err = {0};
 	if (!j || egress_policy_from_json(j, &policy, &err) < 0 || policy.mode != EGRESS_ALLOW)
 		return fail("--policy", j ? (err.msg[0] ? err.msg : "not mode allow") : jerr.text);
 	json_decref(j);
@@ -118,9 +133,6 @@ static int run_allow(unsigned slot, int argc, char **argv)
 	if ((c.events_fd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) < 0)
 		return fail(events, strerror(errno));
 
-	struct net_link l;
-	if (net_link_for_slot(slot, true, &l) < 0)
-		return fail("slot out of range", NULL);
 	c.gateway = l.gateway;
 	c.sandbox = l.address;
 	struct relay *r;
@@ -153,17 +165,8 @@ int main(int argc, char **argv)
 	pid_t parent = getppid();
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		return 1;
-	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS)
+	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS ||
+	    (strcmp(argv[1], "allow") != 0 && strcmp(argv[1], "open") != 0))
 		return fputs(usage, stderr), 2;
-	if (strcmp(argv[1], "allow") == 0)
-		return run_allow((unsigned)slot, argc, argv);
-	if (strcmp(argv[1], "open") != 0 || argc != 3)
-		return fputs(usage, stderr), 2;
-	struct net_link l;
-	struct error err = {0};
-	if (net_link_for_slot((unsigned)slot, false, &l) < 0 ||
-	    net_link_attach(&l, PIDFD, &err) < 0)
-		return fail(err.msg[0] ? err.msg : "slot out of range", NULL);
-	printf("ready %s\n", l.host_if);
-	return 0;
+	return run((unsigned)slot, strcmp(argv[1], "allow") == 0, argc, argv);
 }

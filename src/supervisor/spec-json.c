@@ -85,14 +85,27 @@ int spec_json_network(const json_t *network, const json_t *egress, const char *e
 	if (strcmp(mode, "open") != 0 && strcmp(mode, "allow") != 0)
 		return error_set(err, EINVAL, "spec.network.mode: '%s' is not a mode", mode);
 	struct spec_network n = {.allow = strcmp(mode, "allow") == 0};
+	json_int_t rate = json_integer_value(json_object_get(network, "rate_mbit"));
+	if (rate > 0 &&
+	    (!(n.extra = calloc(3, sizeof(char *))) || !(n.extra[0] = strdup("--rate")) ||
+	     asprintf(&n.extra[1], "%lld", (long long)rate) < 0)) {
+		if (n.extra)
+			n.extra[1] = NULL;
+		spec_network_release(&n);
+		return error_set(err, ENOMEM, "out of memory");
+	}
 	if (n.allow) {
 		json_t *cidrs = json_object_get(egress, "allow_cidr");
 		const char *resolver = json_string_value(json_object_get(egress, "resolver"));
-		size_t k = 0, count = 2 * json_array_size(cidrs) + 2 + 1;
+		size_t k = rate > 0 ? 2 : 0, count = k + 2 * json_array_size(cidrs) + 2 + 1;
+		char **extra = realloc(n.extra, count * sizeof(char *));
+		if (extra) {
+			memset(extra + k, 0, (count - k) * sizeof(char *));
+			n.extra = extra;
+		}
 		n.policy = json_dumps(network, JSON_COMPACT);
 		n.events = strdup(events);
-		n.extra = calloc(count, sizeof(char *));
-		bool ok = n.policy && n.events && n.extra;
+		bool ok = n.policy && n.events && extra;
 		if (ok && resolver) {
 			ok = (n.extra[k++] = strdup("--resolver")) &&
 			     (n.extra[k++] = strdup(resolver));
@@ -155,9 +168,9 @@ int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err)
 		argv[argc++] = net->policy;
 		argv[argc++] = "--events";
 		argv[argc++] = net->events;
-		for (char **e = net->extra; e && *e && argc < NET_ARGS_MAX - 1; e++)
-			argv[argc++] = *e;
 	}
+	for (char **e = net->extra; e && *e && argc < NET_ARGS_MAX - 1; e++)
+		argv[argc++] = *e;
 	argv[argc] = NULL;
 	int out[2];
 	if (pipe2(out, O_CLOEXEC) < 0)

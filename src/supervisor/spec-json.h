@@ -40,7 +40,8 @@ struct spec_network {
 	bool allow;	  /* allow mode; else open */
 	char *policy;	  /* allow: the spec's "network", as JSON */
 	char *events;	  /* allow: the relay's refusals go here (LAYOUT_NETWORK_LOG) */
-	char **extra;	  /* allow: "--resolver", "ADDR:PORT", "--allow-cidr", "CIDR", ..., NULL */
+	char **extra;	  /* "--rate", "MBIT" (a cap); for allow then "--resolver", "ADDR:PORT",
+			     "--allow-cidr", "CIDR", ...; NULL-terminated */
 	pid_t relay;	  /* allow: the relay (agentbox-net allow), once started; 0 before */
 	char host_if[16]; /* the link's host end, once attached: its counters are the bytes */
 };

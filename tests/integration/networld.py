@@ -39,7 +39,7 @@ NAMES = {**{f"site{i}.test": ["203.0.113.10"] for i in range(1, 31)},
          "rebind.test": ["10.77.0.1"], "meta.test": ["169.254.169.254"],
          "mixed.test": ["10.77.0.1", "203.0.113.10"]}
 SERVER = r"""
-import http.server, json, socket, ssl, struct, sys, threading
+import http.server, json, socket, ssl, struct, sys, threading, time
 log = open(sys.argv[1], "a", buffering=1)
 names = json.loads(sys.argv[4])
 def udp():
@@ -48,6 +48,23 @@ def udp():
     while True:
         data, peer = s.recvfrom(2048)
         log.write(json.dumps({"udp": data.decode(errors="replace"), "from": peer[0]}) + "\n")
+def sink():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 9998))
+    s.listen(16)
+    while True:
+        c, peer = s.accept()
+        n, first = 0, None
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            first = first or time.monotonic()
+            n += len(b)
+        log.write(json.dumps({"sink": n, "secs": time.monotonic() - (first or time.monotonic()),
+                              "from": peer[0]}) + "\n")
+        c.close()
 def dns():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("198.51.100.1", 53))
@@ -100,7 +117,7 @@ def https():
     srv = http.server.ThreadingHTTPServer(("0.0.0.0", 443), H)
     srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     srv.serve_forever()
-for f in (udp, dns, https):
+for f in (udp, sink, dns, https):
     threading.Thread(target=f, daemon=True).start()
 http.server.ThreadingHTTPServer(("0.0.0.0", 80), H).serve_forever()
 """

@@ -6,6 +6,7 @@ error.
 """
 import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -15,6 +16,10 @@ from daemon import Daemon
 from networld import CURL, REFUSED, SITE, World
 
 DAEMON_PORT = 18080  # agentboxd's TCP listener, on the host's address in the test's world
+# A capped link: RATE_MIB each way at RATE_MBIT takes at least RATE_MIN_S, whatever the
+# machine (a token bucket never sends faster; its burst is 64 KiB, its queue 50 ms).
+RATE_MBIT, RATE_MIB = 16, 4
+RATE_MIN_S = (RATE_MIB * 2**20 - (64 << 10) - RATE_MBIT * 125000 * 0.05) / (RATE_MBIT * 125000)
 IFACES = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -22,7 +27,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    w = World(tmp_path_factory.mktemp("world"))
+    w = World(tmp_path_factory.mktemp("world"), big_mib=RATE_MIB)
     try:
         w.build()
         yield w
@@ -373,3 +378,39 @@ def test_allow_task_fetches_thirty_sites(world, allow_daemon):
     for i in range(1, 31):
         assert [e for e in seen if e.get("https") == f"/task-{i}" and e["sni"] == f"site{i}.test"]
         assert [e for e in seen if e.get("http") in (f"/task-{i}", f"http://site{i}.test/task-{i}")]
+
+
+UPLOAD = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], 9998), timeout=60)
+s.sendall(bytes(int(sys.argv[2]) << 20))
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+"""
+
+
+def test_rate_caps_each_way(world, daemon):
+    """rate_mbit: a token bucket on each end of the link; the bound is a floor on time."""
+    sid = daemon.create_sandbox(network={"mode": "open", "rate_mbit": RATE_MBIT})
+    status, body = daemon.request("GET", f"/v1/sandboxes/{sid}")
+    assert body["network"] == {"mode": "open", "rate_mbit": RATE_MBIT}
+    r = daemon.exec(sid, ["curl", "-s", "-S", "-o", "/dev/null", "-w",
+                          "%{time_total} %{size_download}", f"http://{SITE}/big"])
+    secs, size = r["stdout"].split()
+    assert int(size) == RATE_MIB << 20, r
+    assert float(secs) >= RATE_MIN_S, (secs, RATE_MIN_S)
+    r = daemon.exec(sid, ["python3", "-c", UPLOAD, SITE, str(RATE_MIB)])
+    assert r["exit_code"] == 0, r
+    assert helpers.wait_until(lambda: [e for e in world.seen() if e.get("sink")], 10, 0.05)
+    [up] = [e for e in world.seen() if e.get("sink")]
+    assert up["sink"] == RATE_MIB << 20 and up["secs"] >= RATE_MIN_S * 0.95, up
+    qdisc = subprocess.run([*world.netns(world.host), "tc", "qdisc", "show"],
+                           capture_output=True, text=True).stdout
+    assert f"rate {RATE_MBIT}Mbit" in qdisc, qdisc
+    # without a cap, no bucket
+    plain = daemon.create_sandbox(network={"mode": "open"}, limits={"memory_mb": 300})
+    qdisc = subprocess.run([*world.netns(world.host), "tc", "qdisc", "show"],
+                           capture_output=True, text=True).stdout
+    assert qdisc.count("tbf") == 1, qdisc
+    assert daemon.request("DELETE", f"/v1/sandboxes/{plain}")[0] == 200
+
