@@ -339,13 +339,21 @@ int store_task_cancel(struct store *st, const char *id, int64_t now, enum task_s
 
 /* ---- progress and events ----------------------------------------------- */
 
-int store_progress_append(struct store *st, const char *id, uint32_t attempt, const char *data_json,
-			  int64_t now, int64_t *ret_seq, struct error *err)
+/*
+ * Record an event of type of the running attempt `attempt`; a progress
+ * event is merged into the task's progress too. -ESTALE if that attempt is
+ * not the running one.
+ */
+static int append_event(struct store *st, const char *id, uint32_t attempt,
+			enum task_event_type type, const char *data_json, int64_t now,
+			int64_t *ret_seq, struct error *err)
 {
 	if (!id)
 		return error_set(err, EINVAL, "store: no task id given");
 	if (!store_json_is_object(data_json))
-		return error_set(err, EINVAL, "store: a progress event must be one JSON object");
+		return error_set(err, EINVAL, "store: a%s %s event must be one JSON object",
+				 type == TASK_EVENT_EGRESS_DENIED ? "n" : "",
+				 task_event_type_name(type));
 	struct store_row row = {0};
 	int64_t seq = 0;
 	int r = op_begin(st, err);
@@ -354,7 +362,7 @@ int store_progress_append(struct store *st, const char *id, uint32_t attempt, co
 	r = st->ops->lock(st, id, &row, err);
 	if (r == 0)
 		r = fence(&row, attempt, err);
-	if (r == 0) {
+	if (r == 0 && type == TASK_EVENT_PROGRESS) {
 		char *merged = NULL;
 		r = store_json_merge(row.t.progress_json, data_json, &merged);
 		if (r == -E2BIG)
@@ -372,7 +380,7 @@ int store_progress_append(struct store *st, const char *id, uint32_t attempt, co
 	}
 	if (r == 0) {
 		seq = row.next_seq;
-		r = st->ops->event_add(st, &row, TASK_EVENT_PROGRESS, attempt, now, data_json, err);
+		r = st->ops->event_add(st, &row, type, attempt, now, data_json, err);
 	}
 	if (r == 0)
 		r = st->ops->update(st, &row, err);
@@ -383,29 +391,16 @@ int store_progress_append(struct store *st, const char *id, uint32_t attempt, co
 	return r;
 }
 
+int store_progress_append(struct store *st, const char *id, uint32_t attempt, const char *data_json,
+			  int64_t now, int64_t *ret_seq, struct error *err)
+{
+	return append_event(st, id, attempt, TASK_EVENT_PROGRESS, data_json, now, ret_seq, err);
+}
+
 int store_egress_denied_append(struct store *st, const char *id, uint32_t attempt,
 			       const char *data_json, int64_t now, struct error *err)
 {
-	if (!id)
-		return error_set(err, EINVAL, "store: no task id given");
-	if (!store_json_is_object(data_json))
-		return error_set(err, EINVAL,
-				 "store: an egress_denied event must be one JSON object");
-	struct store_row row = {0};
-	int r = op_begin(st, err);
-	if (r < 0)
-		return r;
-	r = st->ops->lock(st, id, &row, err);
-	if (r == 0)
-		r = fence(&row, attempt, err);
-	if (r == 0)
-		r = st->ops->event_add(st, &row, TASK_EVENT_EGRESS_DENIED, attempt, now, data_json,
-				       err);
-	if (r == 0)
-		r = st->ops->update(st, &row, err);
-	r = op_end(st, r, err);
-	store_row_release(&row);
-	return r;
+	return append_event(st, id, attempt, TASK_EVENT_EGRESS_DENIED, data_json, now, NULL, err);
 }
 
 int store_events_list(struct store *st, const char *id, int64_t after_seq, size_t limit,
