@@ -12,6 +12,7 @@ import time
 import pytest
 
 import helpers
+from conftest import BUILD
 from daemon import Daemon
 from networld import CURL, REFUSED, SITE, World
 
@@ -77,6 +78,11 @@ def test_open_sandbox_reaches_the_internet_and_nothing_else(world, daemon):
     assert out == "200", (out, err, code)
     seen = [e for e in world.seen() if e.get("http") == "/open-page"]
     assert len(seen) == 1 and seen[0]["from"] == "198.51.100.2"  # masqueraded
+    # agentbox info lists the link, and what it carried
+    info = subprocess.run([*world.netns(world.host), os.path.join(BUILD, "src", "cli", "agentbox"),
+                           "info"], capture_output=True, text=True).stdout
+    [link] = [line.split() for line in info.splitlines() if line.strip().startswith("abo")]
+    assert link[1] == "open" and int(link[3]) > 200 and int(link[6]) > 50, info
 
     # every refused destination fails at once: refused (curl 7), not timed out (28)
     for name, addr in REFUSED.items():
