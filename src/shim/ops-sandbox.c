@@ -140,7 +140,8 @@ int op_status(struct shim *s, struct conn *c, json_t *req, int fd, struct error 
 	if (!m)
 		return error_set(err, ENOMEM, "out of memory");
 	uint64_t in, out;
-	if (s->networked && spec_network_bytes(&s->net, &in, &out) == 0 &&
+	if (s->networked && s->sb && !s->end_reason &&
+	    spec_network_bytes(&s->net, sandbox_init_pid(s->sb), &in, &out) == 0 &&
 	    json_object_set_new(m, "network",
 				json_pack("{s:s, s:I, s:I}", "mode",
 					  s->net.allow ? "allow" : "open", "bytes_in",

@@ -22,6 +22,7 @@
 #include "base/fileio.h"
 #include "core/layout.h"
 #include "runtime/sandbox.h"
+#include "runtime/serve.h" /* sandbox_init_pid() */
 #include "supervisor/attempt.h"
 #include "supervisor/journal.h"
 #include "supervisor/progress.h"
@@ -52,6 +53,7 @@ struct supervisor {
 	struct pollfd fds[2];
 	int failed; /* first journal error, -errno */
 	const struct attempt *a;
+	struct sandbox *sb;	      /* while it runs */
 	uint64_t network_read;	      /* bytes of the relay's events file journaled */
 	uint64_t bytes_in, bytes_out; /* the link's counters, last read */
 };
@@ -137,7 +139,9 @@ static void on_tick(void *data)
 {
 	struct supervisor *s = data;
 	uint64_t in, out;
-	if (s->a && s->a->net.host_if[0] && spec_network_bytes(&s->a->net, &in, &out) == 0) {
+	/* only while the sandbox runs: once it has ended, its link's name may be another's */
+	if (s->sb && s->a && s->a->net.host_if[0] &&
+	    spec_network_bytes(&s->a->net, sandbox_init_pid(s->sb), &in, &out) == 0) {
 		s->bytes_in = in;
 		s->bytes_out = out;
 	}
@@ -250,7 +254,9 @@ static int run(const char *dir, const sigset_t *cancel)
 					.tick_ms = SYNC_EVERY_MS,
 					.tick = on_tick,
 					.data = &s};
+		s.sb = sb; /* init is our child: its pid stays ours until this wait reaps it */
 		r = sandbox_wait_io(sb, sigfd, &io, &res, &err);
+		s.sb = NULL;
 		sandbox_free(sb);
 		if (r < 0) {
 			note("%s", err.msg);

@@ -226,28 +226,45 @@ int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err)
 	return error_set(err, EIO, "network: %s", msg[0] ? msg : "agentbox-net failed");
 }
 
-int spec_network_bytes(const struct spec_network *net, uint64_t *ret_in, uint64_t *ret_out)
+/* name's received and sent bytes in the /proc/.../net/dev file at path. 0 or -errno. */
+static int dev_bytes(const char *path, const char *name, uint64_t *ret_rx, uint64_t *ret_tx)
 {
-	if (!net->host_if[0])
-		return -ENODEV;
-	/* this process's network namespace (sysfs would show the one it was mounted in) */
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/net/dev", "re");
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
 	if (!f)
 		return -errno;
 	char line[512];
-	size_t n = strlen(net->host_if);
+	size_t n = strlen(name);
 	while (fgets(line, sizeof(line), f)) {
 		char *p = line + strspn(line, " ");
 		unsigned long long rx, tx;
-		if (strncmp(p, net->host_if, n) != 0 || p[n] != ':')
+		if (strncmp(p, name, n) != 0 || p[n] != ':')
 			continue;
 		/* rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes ... */
 		if (sscanf(p + n + 1, "%llu %*u %*u %*u %*u %*u %*u %*u %llu", &rx, &tx) != 2)
 			return -EIO;
-		/* the host end receives what the sandbox sends */
-		*ret_in = tx;
-		*ret_out = rx;
+		*ret_rx = rx;
+		*ret_tx = tx;
 		return 0;
 	}
 	return -ENOENT;
+}
+
+int spec_network_bytes(const struct spec_network *net, pid_t init_pid, uint64_t *ret_in,
+		       uint64_t *ret_out)
+{
+	if (!net->host_if[0])
+		return -ENODEV;
+	/* the host end, in this process's network namespace (not sysfs's), and eth0 in
+	 * init's: a veth's counters may stand on either end, whatever the kernel's path */
+	char inside[64];
+	uint64_t host_rx = 0, host_tx = 0, eth_rx = 0, eth_tx = 0;
+	snprintf(inside, sizeof(inside), "/proc/%d/net/dev", (int)init_pid);
+	int r = dev_bytes("/proc/self/net/dev", net->host_if, &host_rx, &host_tx);
+	if (r < 0)
+		return r;
+	if (init_pid > 0)
+		(void)dev_bytes(inside, "eth0", &eth_rx, &eth_tx);
+	*ret_in = host_tx > eth_rx ? host_tx : eth_rx;
+	*ret_out = host_rx > eth_tx ? host_rx : eth_tx;
+	return 0;
 }

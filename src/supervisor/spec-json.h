@@ -64,10 +64,12 @@ int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err);
 
 /*
  * The bytes the sandbox received (*ret_in) and sent (*ret_out) through its
- * link, from the host end's counters. 0, -ENODEV before the link is made,
+ * link, from its two ends' counters (eth0's through /proc/<init_pid>: code
+ * inside has no way to change them). 0, -ENODEV before the link is made,
  * -ENOENT once it is gone (with the sandbox), or -errno.
  */
-int spec_network_bytes(const struct spec_network *net, uint64_t *ret_in, uint64_t *ret_out);
+int spec_network_bytes(const struct spec_network *net, pid_t init_pid, uint64_t *ret_in,
+		       uint64_t *ret_out);
 
 /* Free net's strings; net is zeroed. A relay started goes with its launcher. */
 void spec_network_release(struct spec_network *net);
