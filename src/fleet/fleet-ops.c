@@ -7,9 +7,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
-#include "base/json-cleanup.h"
 #include "core/layout.h"
-#include "network/link.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,52 +66,6 @@ static bool take_pooled(struct fleet *f, char id[SANDBOX_ID_SIZE])
 	return got;
 }
 
-/*
- * An open-mode link, made here in the daemon (network/link.h): the shim
- * hands over init's pidfd and the slot, and is told the host end's name.
- * No process is started, so a claim costs about a millisecond more than
- * one without a network. 0 or -errno with err.
- */
-static int attach_open(struct fleet *f, const char *id, const json_t *net, char host_if[16],
-		       struct error *err)
-{
-	_cleanup_json_ json_t *msg = json_pack("{s:s}", "op", "netns"), *reply = NULL;
-	_cleanup_close_ int pidfd = -1;
-	int r = msg ? fleet_call(f, id, msg, -1, &reply, &pidfd, err)
-		    : error_set(err, ENOMEM, "out of memory");
-	if (r < 0)
-		return r;
-	json_int_t slot = json_integer_value(json_object_get(reply, "slot"));
-	struct net_link l;
-	if (pidfd < 0 || slot < 0 || net_link_for_slot((unsigned)slot, false, &l) < 0)
-		return error_set(err, EPROTO, "the shim's netns answer is not a pidfd and a slot");
-	json_int_t rate = json_integer_value(json_object_get(net, "rate_mbit"));
-	l.rate_mbit = rate > 0 && rate <= UINT32_MAX ? (uint32_t)rate : 0;
-	if ((r = net_link_attach(&l, pidfd, err)) < 0)
-		return r;
-	memcpy(host_if, l.host_if, sizeof(l.host_if));
-	return 0;
-}
-
-/* A claimed sandbox's network: open made here, allow by its shim (it has a relay). */
-static int claim_network(struct fleet *f, const char *id, json_t *net, struct error *err)
-{
-	const char *mode = json_string_value(json_object_get(net, "mode"));
-	char host_if[16] = "";
-	int r = 0;
-	if (mode && strcmp(mode, "open") == 0 && (r = attach_open(f, id, net, host_if, err)) < 0)
-		return r;
-	json_t *egress = json_loads(f->cfg.egress_json ? f->cfg.egress_json : "{}", 0, NULL);
-	_cleanup_json_ json_t *msg = egress ? json_pack("{s:s, s:O, s:o}", "op", "network",
-							"network", net, "egress", egress)
-					    : NULL,
-			      *reply = NULL;
-	if (msg && host_if[0] && json_object_set_new(msg, "attached", json_string(host_if)) < 0)
-		json_decref(TAKE_PTR(msg));
-	return msg ? fleet_call(f, id, msg, -1, &reply, NULL, err)
-		   : error_set(err, ENOMEM, "out of memory");
-}
-
 static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 			const struct fleet_spec *spec, int64_t now, struct error *err)
 {
@@ -134,7 +86,17 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 	}
 	/* and no network: its link is made now, before it is handed out */
 	json_t *net = json_object_get(sj, "network");
-	r = net ? claim_network(f, id, net, err) : 0;
+	json_t *egress = json_loads(f->cfg.egress_json ? f->cfg.egress_json : "{}", 0, NULL);
+	json_t *msg = net && egress ? json_pack("{s:s, s:O, s:O}", "op", "network", "network", net,
+						"egress", egress)
+				    : NULL;
+	json_decref(egress);
+	json_t *reply = NULL;
+	if (net)
+		r = msg ? fleet_call(f, id, msg, -1, &reply, NULL, err)
+			: error_set(err, ENOMEM, "out of memory");
+	json_decref(reply);
+	json_decref(msg);
 	json_decref(sj);
 	if (r < 0)
 		return r;

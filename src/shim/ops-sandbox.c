@@ -4,11 +4,7 @@
 #include "supervisor/spec-json.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
 static int set_paused(struct shim *s, struct conn *c, bool paused, struct error *err)
 {
@@ -56,47 +52,7 @@ int op_expire(struct shim *s, struct conn *c, json_t *req, int fd, struct error 
 	return reply_ok(s, c);
 }
 
-struct netns_ask {
-	int pidfd;
-	unsigned slot;
-};
-
-static int take_pidfd(void *arg, int pidfd, unsigned slot, struct error *err)
-{
-	struct netns_ask *a = arg;
-	a->pidfd = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
-	a->slot = slot;
-	return a->pidfd < 0 ? error_set_errno(err, errno, "dup the sandbox's pidfd") : 0;
-}
-
-/* init's pidfd and the sandbox's slot: the daemon makes a pooled sandbox's link itself. */
-int op_netns(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
-{
-	(void)req;
-	(void)fd;
-	if (s->end_reason || !s->sb)
-		return error_set(err, ECANCELED, "the sandbox is ending");
-	if (s->networked)
-		return error_set(err, EEXIST, "the sandbox has a network already");
-	struct netns_ask a = {.pidfd = -1};
-	int r = sandbox_attach_network(s->sb, take_pidfd, &a, err);
-	if (r < 0)
-		return r;
-	_cleanup_json_ json_t *m = json_pack("{s:s, s:i}", "type", "netns", "slot", (int)a.slot);
-	if (!m) {
-		close(a.pidfd);
-		return error_set(err, ENOMEM, "out of memory");
-	}
-	r = conn_send(s, c, m, a.pidfd);
-	close(a.pidfd);
-	return r < 0 ? error_set_errno(err, -r, "send the sandbox's pidfd") : 0;
-}
-
-/*
- * A pooled sandbox, claimed with a network: its link, before it is handed
- * out; made here (agentbox-net), or already by the daemon ("attached": the
- * host end's name, after op_netns).
- */
+/* A pooled sandbox, claimed with a network: its link, before it is handed out. */
 int op_network(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
 {
 	(void)fd;
@@ -104,15 +60,6 @@ int op_network(struct shim *s, struct conn *c, json_t *req, int fd, struct error
 		return error_set(err, ECANCELED, "the sandbox is ending");
 	if (s->networked)
 		return error_set(err, EEXIST, "the sandbox has a network already");
-	const char *attached = json_string_value(json_object_get(req, "attached"));
-	if (attached) {
-		if (strlen(attached) >= sizeof(s->net.host_if))
-			return error_set(err, EINVAL, "attached: not an interface name");
-		snprintf(s->net.host_if, sizeof(s->net.host_if), "%s", attached);
-		s->networked = true;
-		shim_note("the sandbox's network is open (%s)", attached);
-		return reply_ok(s, c);
-	}
 	struct spec net = {0};
 	int r = spec_json_network(json_object_get(req, "network"), json_object_get(req, "egress"),
 				  s->network_log, &s->net, &net, err);

@@ -29,8 +29,7 @@ static const struct op ops[] = {
     {"pause", op_pause, NO_FIELDS, false},
     {"resume", op_resume, NO_FIELDS, false},
     {"expire", op_expire, FIELDS("expires_at"), false},
-    {"netns", op_netns, NO_FIELDS, false},
-    {"network", op_network, FIELDS("network", "egress", "attached"), false},
+    {"network", op_network, FIELDS("network", "egress"), false},
     {"status", op_status, NO_FIELDS, false},
     {"stop", op_stop, NO_FIELDS, false},
 };
