@@ -8,9 +8,10 @@
  *	             [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...
  *
  * fd 3 is the sandbox init's pidfd. Both make the sandbox's veth pair
- * (link.h) and print "ready IFNAME" on stdout (the host end's name).
- * open then exits 0. allow binds the sandbox's resolver and proxy
- * (relay.h) on its gateway before it says ready, and then serves
+ * (link.h), bind the sandbox's relay (relay.h) on its gateway (open: the
+ * resolver alone, for every name; allow: the resolver for the listed
+ * names and the proxy), print "ready IFNAME" on stdout (the host end's
+ * name), drop every privilege (nobody, no capability), and serve
  * until the sandbox's init ends or its launcher does. On failure: one
  * line on stderr, exit 1 (2 for a usage error), and nothing left.
  */
@@ -29,10 +30,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define PIDFD	       3
+#define NOBODY	       65534
 #define ALLOW_CIDR_MAX 64
 
 static const char usage[] =
@@ -55,6 +59,25 @@ static void *watch_init(void *arg)
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
 		;
 	_exit(0);
+}
+
+/*
+ * What the relay needs once its sockets are bound is no privilege at all:
+ * it parses hostile bytes as nobody, with no capability and no way to
+ * gain one. Its fd limit is raised first (each connection takes six).
+ */
+static int drop_privileges(void)
+{
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+	if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+	    setresuid(NOBODY, NOBODY, NOBODY) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+	/* a uid change from 0 cleared the capabilities; the death signal must be set again */
+	return prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ? -1 : 0;
 }
 
 static int parse_resolver(const char *s, struct relay_config *c)
@@ -108,7 +131,7 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 			return fputs(usage, stderr), 2;
 	}
 	if (optind != argc || allow != (policy_text && events) ||
-	    (!allow && (policy_text || events || c.resolver || c.nallowed)))
+	    (!allow && (policy_text || events)))
 		return fputs(usage, stderr), 2;
 	c.allowed = allowed;
 	struct net_link l;
@@ -116,22 +139,23 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 	if (net_link_for_slot(slot, allow, &l) < 0)
 		return fail("slot out of range", NULL);
 	l.rate_mbit = (uint32_t)rate;
-	if (!allow) {
-		if (net_link_attach(&l, PIDFD, &err) < 0)
-			return fail(err.msg, NULL);
-		printf("ready %s\n", l.host_if);
-		return 0;
-	}
 
-	json_error_t jerr;
-	json_t *j = json_loads(policy_text, 0, &jerr);
-	static struct egress_policy policy;
-	if (!j || egress_policy_from_json(j, &policy, &err) < 0 || policy.mode != EGRESS_ALLOW)
-		return fail("--policy", j ? (err.msg[0] ? err.msg : "not mode allow") : jerr.text);
-	json_decref(j);
+	/* open: the resolver alone, for every name, its answers filtered as allow's are */
+	static struct egress_policy policy = {.mode = EGRESS_OPEN};
+	c.dns_only = !allow;
+	if (allow) {
+		json_error_t jerr;
+		json_t *j = json_loads(policy_text, 0, &jerr);
+		if (!j || egress_policy_from_json(j, &policy, &err) < 0 ||
+		    policy.mode != EGRESS_ALLOW)
+			return fail("--policy",
+				    j ? (err.msg[0] ? err.msg : "not mode allow") : jerr.text);
+		json_decref(j);
+		if ((c.events_fd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) <
+		    0)
+			return fail(events, strerror(errno));
+	}
 	c.policy = &policy;
-	if ((c.events_fd = open(events, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) < 0)
-		return fail(events, strerror(errno));
 
 	c.gateway = l.gateway;
 	c.sandbox = l.address;
@@ -147,12 +171,17 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 		(void)net_link_remove(l.host_if, NULL);
 		return fail("cannot start a thread", NULL);
 	}
+	if (drop_privileges() < 0) {
+		(void)net_link_remove(l.host_if, NULL);
+		return fail("drop privileges", strerror(errno));
+	}
 	/* ready: the launcher reads this line and lets the sandbox go */
 	if (printf("ready %s\n", l.host_if) < 0 || fflush(stdout) != 0)
 		return fail("cannot say ready", NULL);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, 1);
+		dup2(null, 2); /* the launcher stops reading: nothing may be written there */
 		close(null);
 	}
 	relay_run(r);
@@ -165,6 +194,8 @@ int main(int argc, char **argv)
 	pid_t parent = getppid();
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 		return 1;
+	/* a write to a socket its peer closed is an error to handle, not a death */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS ||
 	    (strcmp(argv[1], "allow") != 0 && strcmp(argv[1], "open") != 0))
 		return fputs(usage, stderr), 2;

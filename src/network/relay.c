@@ -3,8 +3,9 @@
  *
  * Threads: one reads the resolver's UDP socket, one accepts its TCP
  * connections, one accepts the proxy's; each query being resolved and
- * each connection has a thread of its own, bounded by RELAY_DNS_INFLIGHT
- * and RELAY_CONNECTIONS_MAX. Upstream names are resolved with glibc's
+ * each connection has a thread of its own (and a second one while it
+ * splices, one per direction), bounded by RELAY_DNS_INFLIGHT and
+ * RELAY_CONNECTIONS_MAX. Upstream names are resolved with glibc's
  * resolver (res_nquery), one resolver state per query.
  */
 #include "network/relay.h"
@@ -336,6 +337,10 @@ static void *dns_tcp_main(void *arg)
 {
 	struct conn *c = arg;
 	uint8_t msg[DNS_MSG_MAX], out[DNS_MSG_MAX + 2];
+	struct sockaddr_in peer;
+	socklen_t plen = sizeof(peer);
+	if (getpeername(c->fd, (struct sockaddr *)&peer, &plen) < 0 || !from_sandbox(c->r, &peer))
+		goto done;
 	for (;;) {
 		int64_t deadline = mono_ms() + RELAY_PEEK_TIMEOUT_MS;
 		uint8_t hdr[2];
@@ -416,80 +421,76 @@ static int connect_by(uint32_t addr, uint16_t port, int64_t deadline_ms)
 }
 
 /*
- * Move what from has to to, through the pipe, a pipe's worth at a time,
- * until from has nothing more for now (or a few rounds have passed, so
- * the other direction gets its turn). 1 when it has nothing more, 0 at
- * from's end, -1 on an error.
+ * Move from's bytes to to, through a pipe, until from ends them; then end
+ * to's side (half-close). On an error, both sockets are shut down whole,
+ * so that the other direction's thread wakes up too.
  */
-static int pump(int from, const int pipe[2], int to)
+static void one_way(int from, int to)
 {
-	for (int round = 0; round < 16; round++) {
-		ssize_t n = splice(from, NULL, pipe[1], NULL, RELAY_PIPE_SIZE,
-				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n == 0)
-			return 0;
-		if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 1 : -1;
-		while (n > 0) {
-			ssize_t m = splice(pipe[0], NULL, to, NULL, (size_t)n, SPLICE_F_MOVE);
-			if (m < 0 && errno == EAGAIN) { /* to's buffer is full: wait for room */
-				struct pollfd p = {.fd = to, .events = POLLOUT};
-				if (poll(&p, 1, -1) < 0 && errno != EINTR)
-					return -1;
-				continue;
-			}
-			if (m <= 0 && !(m < 0 && errno == EINTR))
-				return -1;
-			n -= m > 0 ? m : 0;
-		}
-	}
-	return 1;
-}
-
-/* Move bytes both ways until both sides have ended theirs. */
-static void splice_both(int a, int b)
-{
-	int pa[2], pb[2]; /* a's bytes on their way to b; b's to a */
-	if (pipe2(pa, O_CLOEXEC) < 0)
-		return;
-	if (pipe2(pb, O_CLOEXEC) < 0) {
-		close(pa[0]);
-		close(pa[1]);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		shutdown(from, SHUT_RDWR);
+		shutdown(to, SHUT_RDWR);
 		return;
 	}
 	/* fewer, larger moves; a pipe's pages are taken only as bytes pass */
-	(void)fcntl(pa[1], F_SETPIPE_SZ, RELAY_PIPE_SIZE);
-	(void)fcntl(pb[1], F_SETPIPE_SZ, RELAY_PIPE_SIZE);
-	/* a socket's splice waits for data unless the socket itself is non-blocking */
-	(void)fcntl(a, F_SETFL, fcntl(a, F_GETFL) | O_NONBLOCK);
-	(void)fcntl(b, F_SETFL, fcntl(b, F_GETFL) | O_NONBLOCK);
-	bool a_open = true, b_open = true;
-	while (a_open || b_open) {
-		struct pollfd p[2] = {{.fd = a_open ? a : -1, .events = POLLIN},
-				      {.fd = b_open ? b : -1, .events = POLLIN}};
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
+	(void)fcntl(p[1], F_SETPIPE_SZ, RELAY_PIPE_SIZE);
+	bool failed = false;
+	for (;;) {
+		ssize_t n = splice(from, NULL, p[1], NULL, RELAY_PIPE_SIZE, SPLICE_F_MOVE);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			failed = n < 0;
+			break;
+		}
+		while (n > 0) {
+			ssize_t m = splice(p[0], NULL, to, NULL, (size_t)n, SPLICE_F_MOVE);
+			if (m < 0 && errno == EINTR)
 				continue;
-			break;
+			if (m <= 0) {
+				failed = true;
+				goto out;
+			}
+			n -= m;
 		}
-		int r = 1;
-		if (p[0].revents && (r = pump(a, pa, b)) == 0) {
-			a_open = false;
-			shutdown(b, SHUT_WR);
-		}
-		if (r < 0)
-			break;
-		if (p[1].revents && (r = pump(b, pb, a)) == 0) {
-			b_open = false;
-			shutdown(a, SHUT_WR);
-		}
-		if (r < 0)
-			break;
 	}
-	close(pa[0]);
-	close(pa[1]);
-	close(pb[0]);
-	close(pb[1]);
+out:
+	if (failed) {
+		shutdown(from, SHUT_RDWR);
+		shutdown(to, SHUT_RDWR);
+	} else {
+		shutdown(to, SHUT_WR);
+	}
+	close(p[0]);
+	close(p[1]);
+}
+
+struct way {
+	int from, to;
+};
+
+static void *way_main(void *arg)
+{
+	struct way *w = arg;
+	one_way(w->from, w->to);
+	return NULL;
+}
+
+/* Both ways at once, each in a thread of its own, on blocking sockets; until both end. */
+static void splice_both(int a, int b)
+{
+	struct way back = {.from = b, .to = a};
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	bool threaded = pthread_create(&t, &attr, way_main, &back) == 0;
+	pthread_attr_destroy(&attr);
+	if (!threaded)
+		return;
+	one_way(a, b);
+	pthread_join(t, NULL);
 }
 
 static void proxy(struct relay *r, int fd)
@@ -657,9 +658,9 @@ int relay_bind(const struct relay_config *c, struct relay **ret, struct error *e
 	if ((fd = bind_on(c->gateway, NET_DNS_PORT, SOCK_STREAM, err)) < 0)
 		goto fail;
 	r->dns_tcp = fd;
-	if ((fd = bind_on(c->gateway, NET_PROXY_PORT, SOCK_STREAM, err)) < 0)
+	if (!c->dns_only && (fd = bind_on(c->gateway, NET_PROXY_PORT, SOCK_STREAM, err)) < 0)
 		goto fail;
-	r->proxy = fd;
+	r->proxy = c->dns_only ? -1 : fd;
 	*ret = r;
 	return 0;
 fail:
@@ -676,7 +677,7 @@ _Noreturn void relay_run(struct relay *r)
 	static struct acceptor dns, prx;
 	dns = (struct acceptor){.r = r, .fd = r->dns_tcp, .fn = dns_tcp_main};
 	prx = (struct acceptor){.r = r, .fd = r->proxy, .fn = proxy_main};
-	if (!spawn(accept_main, &dns) || !spawn(accept_main, &prx))
+	if (!spawn(accept_main, &dns) || (r->proxy >= 0 && !spawn(accept_main, &prx)))
 		_exit(1);
 	udp_main(r);
 	_exit(1);

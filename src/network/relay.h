@@ -35,6 +35,7 @@
 #include "egress/addr.h"
 #include "egress/policy.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define RELAY_CONNECTIONS_MAX	 256	     /* proxied connections at once */
@@ -54,6 +55,7 @@ struct relay_config {
 	uint32_t resolver;
 	uint16_t resolver_port;
 	int events_fd; /* O_APPEND, or -1 */
+	bool dns_only; /* open mode: the resolver alone (its policy allows every name) */
 };
 
 struct relay;

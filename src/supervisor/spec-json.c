@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,43 +86,31 @@ int spec_json_network(const json_t *network, const json_t *egress, const char *e
 	if (strcmp(mode, "open") != 0 && strcmp(mode, "allow") != 0)
 		return error_set(err, EINVAL, "spec.network.mode: '%s' is not a mode", mode);
 	struct spec_network n = {.allow = strcmp(mode, "allow") == 0};
+	/* agentbox-net's options: --rate, then the host's resolver and --allow-cidr */
 	json_int_t rate = json_integer_value(json_object_get(network, "rate_mbit"));
-	if (rate > 0 &&
-	    (!(n.extra = calloc(3, sizeof(char *))) || !(n.extra[0] = strdup("--rate")) ||
-	     asprintf(&n.extra[1], "%lld", (long long)rate) < 0)) {
-		if (n.extra)
-			n.extra[1] = NULL;
+	json_t *cidrs = json_object_get(egress, "allow_cidr");
+	const char *resolver = json_string_value(json_object_get(egress, "resolver"));
+	size_t k = 0, count = 2 + 2 + 2 * json_array_size(cidrs) + 1;
+	char rate_text[32];
+	snprintf(rate_text, sizeof(rate_text), "%lld", (long long)rate);
+	bool ok = (n.extra = calloc(count, sizeof(char *))) != NULL;
+	if (ok && rate > 0)
+		ok = (n.extra[k++] = strdup("--rate")) && (n.extra[k++] = strdup(rate_text));
+	if (ok && resolver)
+		ok = (n.extra[k++] = strdup("--resolver")) && (n.extra[k++] = strdup(resolver));
+	size_t i;
+	json_t *v;
+	json_array_foreach(cidrs, i, v)
+	{
+		if (ok && json_is_string(v))
+			ok = (n.extra[k++] = strdup("--allow-cidr")) &&
+			     (n.extra[k++] = strdup(json_string_value(v)));
+	}
+	if (ok && n.allow)
+		ok = (n.policy = json_dumps(network, JSON_COMPACT)) && (n.events = strdup(events));
+	if (!ok) {
 		spec_network_release(&n);
 		return error_set(err, ENOMEM, "out of memory");
-	}
-	if (n.allow) {
-		json_t *cidrs = json_object_get(egress, "allow_cidr");
-		const char *resolver = json_string_value(json_object_get(egress, "resolver"));
-		size_t k = rate > 0 ? 2 : 0, count = k + 2 * json_array_size(cidrs) + 2 + 1;
-		char **extra = realloc(n.extra, count * sizeof(char *));
-		if (extra) {
-			memset(extra + k, 0, (count - k) * sizeof(char *));
-			n.extra = extra;
-		}
-		n.policy = json_dumps(network, JSON_COMPACT);
-		n.events = strdup(events);
-		bool ok = n.policy && n.events && extra;
-		if (ok && resolver) {
-			ok = (n.extra[k++] = strdup("--resolver")) &&
-			     (n.extra[k++] = strdup(resolver));
-		}
-		size_t i;
-		json_t *v;
-		json_array_foreach(cidrs, i, v)
-		{
-			if (ok && json_is_string(v))
-				ok = (n.extra[k++] = strdup("--allow-cidr")) &&
-				     (n.extra[k++] = strdup(json_string_value(v)));
-		}
-		if (!ok) {
-			spec_network_release(&n);
-			return error_set(err, ENOMEM, "out of memory");
-		}
 	}
 	*net = n;
 	s->network_attach = spec_network_attach;
@@ -192,7 +181,7 @@ int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err)
 		_exit(127);
 	}
 	close(out[1]);
-	/* "ready IFNAME" once the link is made (allow: and the relay serves, and stays) */
+	/* "ready IFNAME" once the link is made and the relay serves; it then stays */
 	char msg[512];
 	size_t len = 0;
 	for (;;) {
@@ -207,20 +196,19 @@ int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err)
 	}
 	close(out[0]);
 	msg[len] = '\0';
-	bool ready = strncmp(msg, "ready ", 6) == 0 && msg[len ? len - 1 : 0] == '\n';
-	if (ready) {
-		msg[len - 1] = '\0';
-		snprintf(net->host_if, sizeof(net->host_if), "%s", msg + 6);
-	}
-	if (ready && net->allow) {
+	char *ready = strstr(msg, "ready ");
+	char *end = ready ? strchr(ready, '\n') : NULL;
+	if (ready && (ready == msg || ready[-1] == '\n') && end) {
+		*end = '\0';
+		snprintf(net->host_if, sizeof(net->host_if), "%s", ready + 6);
 		net->relay = pid;
 		return 0;
 	}
+	/* not ready: whatever it is doing, it goes (a relay would never exit by itself) */
+	kill(pid, SIGKILL);
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (ready && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
 	net->host_if[0] = '\0';
 	msg[strcspn(msg, "\n")] = '\0';
 	return error_set(err, EIO, "network: %s", msg[0] ? msg : "agentbox-net failed");

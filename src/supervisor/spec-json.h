@@ -40,9 +40,9 @@ struct spec_network {
 	bool allow;	  /* allow mode; else open */
 	char *policy;	  /* allow: the spec's "network", as JSON */
 	char *events;	  /* allow: the relay's refusals go here (LAYOUT_NETWORK_LOG) */
-	char **extra;	  /* "--rate", "MBIT" (a cap); for allow then "--resolver", "ADDR:PORT",
-			     "--allow-cidr", "CIDR", ...; NULL-terminated */
-	pid_t relay;	  /* allow: the relay (agentbox-net allow), once started; 0 before */
+	char **extra;	  /* "--rate", "MBIT" (a cap), "--resolver", "ADDR:PORT",
+			     "--allow-cidr", "CIDR", ...: what applies; NULL-terminated */
+	pid_t relay;	  /* the relay (agentbox-net), once started; 0 before */
 	char host_if[16]; /* the link's host end, once attached: its counters are the bytes */
 };
 
@@ -53,8 +53,9 @@ struct spec_network {
  * [...]}; NULL: none). For open and allow, *net is filled and s's
  * network_attach is spec_network_attach() with net as its argument:
  * agentbox-net (src/network/main.c), from next to this executable, makes
- * the link, and for allow stays as the sandbox's relay, writing its
- * refusals to events. 0 or -EINVAL/-ENOMEM with err.
+ * the link and stays as the sandbox's relay (open: its resolver; allow:
+ * its resolver and proxy, writing refusals to events). 0 or
+ * -EINVAL/-ENOMEM with err.
  */
 int spec_json_network(const json_t *network, const json_t *egress, const char *events,
 		      struct spec_network *net, struct spec *s, struct error *err);
