@@ -127,7 +127,7 @@ void server_stop(struct listener *l);
  * API's network_ready hook (data: the daemon), installs agentbox's table
  * and turns on forwarding, once. start: replaces a table left by an
  * earlier daemon. stop: on a clean stop, removes it when nothing needs
- * it any more (no sandbox link, no task waiting).
+ * it any more (no sandbox link, no task waiting or running).
  */
 int daemon_network_ready(void *data, struct error *err);
 int daemon_network_start(struct daemon *d, struct error *err);

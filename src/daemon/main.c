@@ -548,6 +548,7 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 				  .log = log_line,
 				  .admit = admit_task,
 				  .release = release_task,
+				  .network_ready = daemon_network_ready,
 				  .data = d};
 	if ((r = sched_new(&sc, run->sched_store, &run->sched, err)) < 0 ||
 	    (r = daemon_network_start(d, err)) < 0)
@@ -595,10 +596,12 @@ static void stop(struct daemon *d, struct run *run)
 	if (run->sched_started)
 		pthread_join(run->sched_tid, NULL);
 	fleet_free(d->fleet); /* sandboxes go on under their shims */
-	uint64_t queued = 1;
+	/* a running task may not have made its link yet: any task alive keeps the table */
+	uint64_t queued = 1, running = 1;
 	struct error err = {0};
 	(void)store_task_count(run->sched_store, TASK_QUEUED, &queued, &err);
-	if (daemon_network_stop(d, queued > 0, &err) < 0)
+	(void)store_task_count(run->sched_store, TASK_RUNNING, &running, &err);
+	if (daemon_network_stop(d, queued + running > 0, &err) < 0)
 		fprintf(stderr, "agentboxd: %s\n", err.msg);
 	/* the path is ours to remove only if it is still our socket */
 	struct stat now_st;

@@ -13,9 +13,13 @@
  * At start, a table left there (by a daemon that crashed, or stopped
  * while networked sandboxes lived on) is replaced by this daemon's, so
  * that its --allow-cidr holds. A clean stop removes the table, and puts
- * forwarding back, when no sandbox link is left and no task waits;
- * otherwise the sandboxes that live on keep their network, and the next
- * daemon takes the table over.
+ * forwarding back, when no sandbox link is left and no task waits or
+ * runs; otherwise the sandboxes that live on keep their network, and the
+ * next daemon takes the table over. The scheduler readies the host too
+ * before it starts a task with a network (after a reboot, say, with such
+ * tasks queued), so that no link is ever made without the rules. A table
+ * removed behind a running daemon's back (nft flush ruleset) is not put
+ * back until the next daemon: a link made meanwhile has no rules.
  */
 #include "daemon/daemon.h"
 

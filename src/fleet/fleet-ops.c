@@ -84,7 +84,18 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 		json_decref(sj);
 		return error_set_errno(err, -r, "%s/" LAYOUT_ENV_JSON, dir);
 	}
-	/* and no network: its link is made now, before it is handed out */
+	/*
+	 * Claimed in the store first: a sandbox that has a network is never
+	 * pooled, so a daemon that dies between the two steps leaves a claimed
+	 * sandbox (ended as its shim ends it), never a pooled one with a link.
+	 */
+	int64_t expires = now + spec->timeout_ms;
+	if ((r = store_sandbox_claim(st, id, now, expires, spec->spec_json, spec->metadata_json,
+				     err)) < 0) {
+		json_decref(sj);
+		return r;
+	}
+	/* and no network yet: its link is made now, before it is handed out */
 	json_t *net = json_object_get(sj, "network");
 	json_t *egress = json_loads(f->cfg.egress_json ? f->cfg.egress_json : "{}", 0, NULL);
 	json_t *msg = net && egress ? json_pack("{s:s, s:O, s:O}", "op", "network", "network", net,
@@ -98,12 +109,12 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 	json_decref(reply);
 	json_decref(msg);
 	json_decref(sj);
-	if (r < 0)
+	if (r < 0) {
+		/* it is stopped by the caller; its record ends now, not as a phantom */
+		struct error ignored = {0};
+		(void)store_sandbox_end(st, id, fleet_now(f), "failed", err->msg, &ignored);
 		return r;
-	int64_t expires = now + spec->timeout_ms;
-	if ((r = store_sandbox_claim(st, id, now, expires, spec->spec_json, spec->metadata_json,
-				     err)) < 0)
-		return r;
+	}
 	return fleet_tell(f, id, "expire", expires, 5000, err);
 }
 

@@ -404,7 +404,15 @@ static int spawn_real(const char *supervisor_path, const char *attempt_dir, int 
 static int start_attempt(struct sched *s, const struct task *t, uint64_t memory, struct error *err)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
-	int r = layout_attempt_dir(dir, sizeof(dir), s->cfg.state_dir, t->id, t->attempt);
+	json_t *spec = t->spec_json ? json_loads(t->spec_json, 0, NULL) : NULL;
+	bool networked = json_object_get(spec, "network") != NULL;
+	json_decref(spec);
+	int r = 0;
+	if (networked && !s->cfg.network_ready)
+		return error_set(err, EOPNOTSUPP, "this daemon gives tasks no network");
+	if (networked && (r = s->cfg.network_ready(s->cfg.data, err)) < 0)
+		return r;
+	r = layout_attempt_dir(dir, sizeof(dir), s->cfg.state_dir, t->id, t->attempt);
 	if (r < 0 || (r = mkdir_p_at(AT_FDCWD, dir, 0700)) < 0)
 		return error_set_errno(err, -r, "%s", dir);
 	if ((r = attempt_file(s, t->id, t->attempt, LAYOUT_ATTEMPT_JSON, path)) < 0 ||

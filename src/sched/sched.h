@@ -44,6 +44,14 @@ struct sched_config {
 	 * {"resolver": "ADDR:PORT", "allow_cidr": [...]}. NULL: none.
 	 */
 	const char *egress_json;
+
+	/*
+	 * Called before a task with a network (its spec has "network") is
+	 * started: ready the host for it (daemon/network.c). A failure fails
+	 * the attempt's start, so that no sandbox gets a link the host's rules
+	 * do not cover. NULL: no task may have a network.
+	 */
+	int (*network_ready)(void *data, struct error *err);
 	unsigned max_running;
 
 	/*
