@@ -38,7 +38,8 @@ def world(tmp_path_factory):
 
 @pytest.fixture
 def daemon(world, tmp_path):
-    d = Daemon(tmp_path, "--pool", "2", "--listen", f"198.51.100.2:{DAEMON_PORT}")
+    d = Daemon(tmp_path, "--pool", "2", "--listen", f"198.51.100.2:{DAEMON_PORT}",
+               "--resolver", "198.51.100.1")
     d.prefix = world.netns(world.host)
     d.start()
     yield d
@@ -84,6 +85,12 @@ def test_open_sandbox_reaches_the_internet_and_nothing_else(world, daemon):
     [link] = [line.split() for line in info.splitlines() if line.strip().startswith("abo")]
     assert link[1] == "open" and int(link[3]) > 200 and int(link[6]) > 50, info
 
+    # names resolve through the sandbox's resolver, outside it: any public answer, and
+    # never a refused one (rebind.test's private address is left out)
+    out, err, _ = sh(daemon, sid, "getent ahostsv4 site7.test | head -1; "
+                     "getent hosts rebind.test; echo \" rc=$?\"; "
+                     + " ".join(CURL) + " http://site7.test/by-name")
+    assert out.split() == ["203.0.113.10", "STREAM", "site7.test", "rc=2", "200"], (out, err)
     # every refused destination fails at once: refused (curl 7), not timed out (28)
     for name, addr in REFUSED.items():
         t = time.monotonic()
@@ -221,7 +228,13 @@ def test_two_sandboxes_cannot_reach_spoof_or_sniff(world, daemon):
 
 
 def test_links_and_table_come_and_go(world, tmp_path):
-    d = Daemon(tmp_path, "--pool", "0")
+    # the earlier tests' sandboxes are gone (their namespaces go a moment after them), and
+    # with them any reason for their daemons' table: this daemon starts with none
+    assert helpers.wait_until(lambda: not world.host_links(), 10, 0.05), world.host_links()
+    for family in ("inet", "arp"):
+        subprocess.run([*world.netns(world.host), "nft", "delete", "table", family, "agentbox"],
+                       capture_output=True)
+    d = Daemon(tmp_path, "--pool", "0", "--resolver", "198.51.100.1")
     d.prefix = world.netns(world.host)
     d.start()
     try:
