@@ -24,16 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Abort whether or not NDEBUG is set: a fuzzer needs the crash. */
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz-check.h"
 
 static bool same_decision(const struct peek *a, const struct peek *b)
 {

@@ -33,16 +33,7 @@
 /* Tasks created before the store starts afresh (it only grows otherwise). */
 #define FUZZ_STORE_TASKS_MAX 512
 
-/* Abort whether or not NDEBUG is set: a fuzzer needs the crash. */
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz-check.h"
 
 static struct {
 	char dir[256];
