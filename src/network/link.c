@@ -252,7 +252,16 @@ int net_link_attach(const struct net_link *l, int pidfd, struct error *err)
 	if ((r = open_inside(pidfd, &inside, &netns)) < 0)
 		goto out;
 	step = "create the veth pair";
-	if ((r = create_pair(host, l, netns)) < 0)
+	r = create_pair(host, l, netns);
+	/* the slot's last sandbox has ended, but the kernel takes its namespace, and
+	 * the link with it, away a moment later: wait for that, then once more */
+	for (int waited = 0;
+	     r == -EEXIST && if_nametoindex(l->host_if) > 0 && waited < NET_LINK_STALE_WAIT_MS;
+	     waited += 10)
+		usleep(10000);
+	if (r == -EEXIST && if_nametoindex(l->host_if) == 0)
+		r = create_pair(host, l, netns);
+	if (r < 0)
 		goto out;
 	step = "find the host end";
 	if (!(ifindex = (int)if_nametoindex(l->host_if))) {

@@ -46,6 +46,8 @@
 #define NET_SANDBOX_IFNAME  "eth0"
 #define NET_SANDBOX_IFINDEX 2 /* eth0's index inside: lo is 1 in a new namespace */
 #define NET_IFNAME_MAX	    16
+/* how long a new link waits for its slot's last one, whose namespace is going */
+#define NET_LINK_STALE_WAIT_MS 2000
 
 struct net_link {
 	uint32_t gateway; /* host byte order: the host end, the sandbox's gateway */

@@ -360,7 +360,11 @@ static void *dns_tcp_main(void *arg)
 				goto done;
 			got += (size_t)n;
 		}
+		/* within the same bound as UDP's queries: busy, the connection goes */
+		if (sem_trywait(&c->r->dns_slots) < 0)
+			goto done;
 		ssize_t n = dns_answer(c->r, msg, len, true, out + 2, sizeof(out) - 2);
+		sem_post(&c->r->dns_slots);
 		if (n <= 0)
 			goto done;
 		out[0] = (uint8_t)(n >> 8);

@@ -294,6 +294,83 @@ static void test_link_attach_carries_and_goes(void **state)
 	close(go[1]);
 }
 
+static pid_t children[4]; /* netns_child()'s, killed by kill_children() even when a test fails */
+static size_t nchildren;
+
+/* Kill and reap a child of netns_child(), and forget it: its pid is not ours any more. */
+static void reap_child(pid_t pid)
+{
+	for (size_t i = 0; i < nchildren; i++)
+		if (children[i] == pid) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			children[i] = children[--nchildren];
+			return;
+		}
+}
+
+static int kill_children(void **state)
+{
+	(void)state;
+	while (nchildren)
+		reap_child(children[0]);
+	return 0;
+}
+
+/* A child in a network namespace of its own, waiting; its pid, and its pidfd in *ret_pidfd. */
+static pid_t netns_child(int *ret_pidfd)
+{
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNET) < 0 || write(ready[1], "r", 1) != 1)
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	if (nchildren < sizeof(children) / sizeof(*children))
+		children[nchildren++] = pid;
+	char c;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	close(ready[1]);
+	*ret_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_true(*ret_pidfd >= 0);
+	return pid;
+}
+
+/*
+ * A slot given to a new sandbox the moment its last one ended: that one's
+ * link is still there (the kernel removes a namespace a moment later), and
+ * the new link waits for it instead of failing.
+ */
+static void test_link_waits_for_the_slots_last(void **state)
+{
+	(void)state;
+	if (!in_own_netns)
+		skip();
+	struct net_link l;
+	assert_int_equal(net_link_for_slot(9, true, &l), 0);
+	struct error err = {0};
+	int a_fd, b_fd;
+	pid_t a = netns_child(&a_fd), b = netns_child(&b_fd);
+	if (net_link_attach(&l, a_fd, &err) < 0)
+		fail_msg("%s", err.msg);
+	reap_child(a);
+	if (net_link_attach(&l, b_fd, &err) < 0)
+		fail_msg("the slot's next link: %s", err.msg);
+	assert_true(if_nametoindex(l.host_if) > 0);
+	reap_child(b);
+	close(a_fd);
+	close(b_fd);
+	uint64_t deadline = ms_now() + 10000;
+	while (if_nametoindex(l.host_if) > 0 && ms_now() < deadline)
+		usleep(10000);
+	assert_int_equal(if_nametoindex(l.host_if), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,6 +382,7 @@ int main(void)
 	    cmocka_unit_test(test_link_for_slot),
 	    cmocka_unit_test(test_resolver_and_proxy_address),
 	    cmocka_unit_test(test_link_attach_carries_and_goes),
+	    cmocka_unit_test_teardown(test_link_waits_for_the_slots_last, kill_children),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);
 }
