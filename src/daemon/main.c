@@ -572,18 +572,29 @@ static int start_threads(struct daemon *d, struct run *run, struct error *err)
 /* One HTTP listener on the unix socket (no token), one on TCP if asked (token). */
 static int start_listeners(struct daemon *d, struct run *run, struct error *err)
 {
-	int ufd = listen_unix(d->cfg.socket_path, err);
-	if (ufd < 0)
-		return ufd;
-	if (stat(d->cfg.socket_path, &run->sock_st) < 0)
-		return error_set_errno(err, errno, "%s", d->cfg.socket_path);
-	int r = server_start(d, ufd, NULL, &run->unix_l, err);
-	if (r < 0 || !d->cfg.listen)
-		return r;
-	int tfd = listen_tcp(d->cfg.listen, err);
-	if (tfd < 0)
+	/* both sockets listen before either is served: once the unix socket
+	 * answers, a TCP client is never refused for having come too early */
+	int tfd = d->cfg.listen ? listen_tcp(d->cfg.listen, err) : -1;
+	if (d->cfg.listen && tfd < 0)
 		return tfd;
-	return server_start(d, tfd, d->token, &run->tcp_l, err);
+	int ufd = listen_unix(d->cfg.socket_path, err);
+	if (ufd < 0) {
+		if (tfd >= 0)
+			close(tfd);
+		return ufd;
+	}
+	int r = stat(d->cfg.socket_path, &run->sock_st) < 0
+		    ? error_set_errno(err, errno, "%s", d->cfg.socket_path)
+		    : 0;
+	if (r == 0 && tfd >= 0)
+		r = server_start(d, tfd, d->token, &run->tcp_l, err);
+	else if (tfd >= 0)
+		close(tfd);
+	if (r < 0) {
+		close(ufd);
+		return r;
+	}
+	return server_start(d, ufd, NULL, &run->unix_l, err);
 }
 
 /* Stop serving; what runs under supervisors and shims goes on. */
