@@ -506,12 +506,12 @@ static void proxy(struct relay *r, int fd)
 		return;
 	uint32_t odst = ntohl(orig.sin_addr.s_addr);
 	uint16_t port = ntohs(orig.sin_port);
-	/* told HTTP(S)_PROXY (EGRESS_PROXY_URL), or dialling its gateway's proxy port:
-	 * the client speaks to us as to a proxy */
+	/* told HTTP(S)_PROXY (EGRESS_PROXY_URL): the client speaks to us as to a proxy.
+	 * (The gateway's own port is never reached so: the redirect leaves that tuple
+	 * as it is, and the input chain takes only redirected connections.) */
 	struct in_addr proxy_addr;
 	inet_pton(AF_INET, EGRESS_PROXY_ADDRESS, &proxy_addr);
-	bool to_proxy =
-	    port == NET_PROXY_PORT && (odst == r->c.gateway || odst == ntohl(proxy_addr.s_addr));
+	bool to_proxy = port == NET_PROXY_PORT && odst == ntohl(proxy_addr.s_addr);
 
 	static _Thread_local uint8_t buf[PEEK_MAX];
 	size_t len = 0;
