@@ -130,6 +130,19 @@ int api_store_error(struct api_call *c, int r, const struct error *se);
  * the host (503 network_unavailable when it cannot).
  */
 int api_check_network(struct api_call *c, int mode);
+/* 503 network_unavailable, naming "secrets", when has_secrets and this daemon has no CA. */
+int api_check_secrets(struct api_call *c, bool has_secrets);
+
+/*
+ * A task's secret values (egress/secret.h's private form, json) into
+ * <state>/tasks/<id>/secrets.json, durable, before the task is stored
+ * (secrets.c). 0; -EEXIST when the task's directory exists (the id is
+ * taken: draw another); -errno with err.
+ */
+int api_secrets_keep(const char *state_dir, const char *id, const char *json, struct error *err);
+
+/* Remove them (a cancelled queued task, a failed insert: with its directory). */
+void api_secrets_forget(const char *state_dir, const char *id, bool dir_too);
 
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
 			  uint64_t state_bytes, uint64_t pids);
@@ -180,6 +193,9 @@ void api_json_response(struct api_response *ret, int status, char *text);
 void api_render_time(struct buf *b, int64_t ms);
 /* A spec's "network" as stored, or {"mode":"none"} when it has none. */
 void api_render_network(struct buf *b, const char *spec_json);
+
+/* ',"secrets":{...}' (the public form: hosts, placeholders) when the spec has some. */
+void api_render_secrets(struct buf *b, const char *spec_json);
 /* The task object of GET /v1/tasks/{id}. */
 /*
  * A task as the API shows it. With state_dir (GET /v1/tasks/{id} only),

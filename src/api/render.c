@@ -61,6 +61,16 @@ void api_render_network(struct buf *b, const char *spec_json)
 		buf_puts(b, "{\"mode\":\"none\"}");
 }
 
+void api_render_secrets(struct buf *b, const char *spec_json)
+{
+	const char *v;
+	size_t len;
+	if (spec_json && json_member_raw(spec_json, "secrets", &v, &len) == 0) {
+		buf_puts(b, ",\"secrets\":");
+		buf_append(b, v, len);
+	}
+}
+
 /*
  * What the task's attempts refused of its progress channel, summed from
  * their result.json files (written by the supervisor at each attempt's end).
@@ -126,6 +136,7 @@ void api_render_task(struct buf *b, const struct task *t, const char *state_dir)
 	spec_member(b, t->spec_json, "limits");
 	buf_puts(b, ",\"network\":");
 	api_render_network(b, t->spec_json);
+	api_render_secrets(b, t->spec_json);
 	buf_puts(b, ",\"metadata\":");
 	spec_member(b, t->spec_json, "metadata");
 	buf_puts(b, ",\"progress\":");

@@ -456,6 +456,14 @@ int api_check_network(struct api_call *c, int mode)
 	return 0;
 }
 
+int api_check_secrets(struct api_call *c, bool has_secrets)
+{
+	if (has_secrets && c->ctx->secrets_unavailable)
+		return api_error_set(c->err, API_ERR_NETWORK_UNAVAILABLE, "secrets", "%s",
+				     c->ctx->secrets_unavailable);
+	return 0;
+}
+
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
 			  uint64_t state_bytes, uint64_t pids)
 {

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const create_fields[] = {"limits",	"timeout_s", "env",
-					    "metadata", "network",   NULL};
+static const char *const create_fields[] = {"limits",  "timeout_s", "env", "metadata",
+					    "network", "secrets",   NULL};
 static const char *const exec_fields[] = {"command",   "stdin",	     "env", "cwd",
 					  "timeout_s", "background", NULL};
 
@@ -70,7 +70,8 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 	if (r == 0 && !task)
 		r = -ENOMEM;
 	if (r == 0 && (set_part(task, "limits", root) < 0 || set_part(task, "env", root) < 0 ||
-		       set_part(task, "metadata", root) < 0 || set_part(task, "network", root) < 0))
+		       set_part(task, "metadata", root) < 0 ||
+		       set_part(task, "network", root) < 0 || set_part(task, "secrets", root) < 0))
 		r = -ENOMEM;
 	if (r == 0) {
 		r = parse_as_task(task, &tr, e);
@@ -90,6 +91,10 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		json_t *net = json_object_get(spec, "network");
 		if (out && net && json_object_set(out, "network", net) < 0)
 			json_decref(TAKE_PTR(out));
+		json_t *secrets = json_object_get(spec, "secrets");
+		if (out && secrets && json_object_set(out, "secrets", secrets) < 0)
+			json_decref(TAKE_PTR(out));
+		sr.secrets_json = TAKE_PTR(tr.secrets_json);
 		struct buf a = {0}, b = {0};
 		if (out) {
 			json_put(&a, out);
@@ -127,6 +132,10 @@ void sandbox_request_release(struct sandbox_request *r)
 {
 	free(r->spec_json);
 	free(r->metadata_json);
+	if (r->secrets_json) {
+		explicit_bzero(r->secrets_json, strlen(r->secrets_json));
+		free(r->secrets_json);
+	}
 	memset(r, 0, sizeof(*r));
 }
 

@@ -28,13 +28,16 @@
 
 /* POST /v1/sandboxes */
 struct sandbox_request {
-	char *spec_json;     /* canonical {"env":{...},"limits":{...}[,"network":{...}]},
-				limits defaulted; network only when not none */
+	char *spec_json;     /* canonical {"env":{...},"limits":{...}[,"network":{...}]
+				[,"secrets":{...}]}, limits defaulted; network only when
+				not none, secrets (public form) only when some */
 	char *metadata_json; /* canonical object, "{}" when absent */
 	int64_t timeout_ms;
 	bool default_limits; /* limits are all defaults: a pooled sandbox fits */
 	uint64_t memory_bytes, disk_bytes, pids; /* the limits, defaulted */
 	int network;				 /* enum egress_mode (egress/policy.h) */
+	char *secrets_json; /* the private "secrets" (egress/secret.h), or NULL: never in
+			       spec_json (its "secrets" is the public form); wiped on release */
 };
 
 int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *ret,

@@ -224,7 +224,8 @@ int api_sandboxes_create(struct api_call *c)
 	if (r < 0)
 		return r;
 	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0 ||
-	    (r = api_check_network(c, sr.network)) < 0) {
+	    (r = api_check_network(c, sr.network)) < 0 ||
+	    (r = api_check_secrets(c, sr.secrets_json != NULL)) < 0) {
 		sandbox_request_release(&sr);
 		return r;
 	}
@@ -237,7 +238,8 @@ int api_sandboxes_create(struct api_call *c)
 				  .metadata_json = sr.metadata_json,
 				  .timeout_ms = sr.timeout_ms,
 				  .default_limits = sr.default_limits,
-				  .memory_bytes = sr.memory_bytes};
+				  .memory_bytes = sr.memory_bytes,
+				  .secrets_json = sr.secrets_json};
 	struct sandbox_record s = {0};
 	struct error err = {0};
 	r = ops->create(c->ctx->fleet, c->ctx->store, &spec, c->now, &s, &err);
@@ -377,6 +379,7 @@ char *api_sandbox_json(const struct sandbox_record *s)
 	}
 	buf_puts(&b, ",\"network\":");
 	api_render_network(&b, s->spec_json);
+	api_render_secrets(&b, s->spec_json);
 	buf_puts(&b, ",\"metadata\":");
 	buf_puts(&b, s->metadata_json ? s->metadata_json : "{}");
 	buf_puts(&b, "}");

@@ -16,7 +16,8 @@
  * network (NULL when absent): r->network, and out's "network" in its
  * canonical form (egress/policy.h) when it is not none.
  */
-int task_request_parse_network(json_t *v, struct task_request *r, json_t *out, struct api_error *e);
+int task_request_parse_network(json_t *v, json_t *secrets, struct task_request *r, json_t *out,
+			       struct api_error *e);
 
 /* env (NULL when absent): r->env, r->nenv, sorted by name. */
 int task_request_parse_env(json_t *env, struct task_request *r, struct api_error *e);

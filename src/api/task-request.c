@@ -8,8 +8,10 @@
 #include "api/task-request-internal.h"
 #include "api/json-util.h"
 #include "base/cleanup.h"
+#include "base/json-cleanup.h"
 #include "core/limits.h"
 #include "egress/policy.h"
+#include "egress/secret.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,14 +19,18 @@
 #include <string.h>
 
 _Static_assert(TASK_REQUEST_TIMEOUT_MAX_S * 1000ULL == SPEC_TIMEOUT_MAX_MS, "one timeout limit");
+/* AGENTBOX_* (3), the proxy's (4), the CA's (4) and the secrets': room beside a full env */
+_Static_assert(3 + 4 + 4 + SECRET_MAX <= SPEC_ENV_ADDED_MAX, "what agentbox adds to env fits");
 /* The largest legitimate body in values, as task-request.h counts it. */
 _Static_assert(TASK_REQUEST_VALUES_MAX >= 1 + (1 + SPEC_ARGV_MAX) + (1 + 6) + (1 + SPEC_ENV_MAX) +
 					      (1 + TASK_REQUEST_FILES_MAX) + 1 + (1 + 4) +
-					      (TASK_REQUEST_METADATA_MAX + 1) / 2,
+					      (TASK_REQUEST_METADATA_MAX + 1) / 2 +
+					      (1 + SECRET_MAX * (1 + 2 + SECRET_HOSTS_MAX)),
 	       "the values of a body bound the largest legitimate one");
 
-static const char *const top_fields[] = {"command",  "limits",	 "env",	    "files", "max_attempts",
-					 "retry_on", "metadata", "network", NULL};
+static const char *const top_fields[] = {"command",	 "limits",   "env",	 "files",
+					 "max_attempts", "retry_on", "metadata", "network",
+					 "secrets",	 NULL};
 static const char *const limit_fields[] = {"memory_mb", "cpus",	     "pids", "disk_mb",
 					   "state_mb",	"timeout_s", NULL};
 
@@ -314,22 +320,75 @@ static int parse_root(json_t *root, struct task_request *r, json_t *out, struct 
 		return ret;
 	if (json_object_set_new(out, "metadata", v ? json_incref(v) : json_object()) < 0)
 		return -ENOMEM;
-	return task_request_parse_network(json_object_get(root, "network"), r, out, e);
+	return task_request_parse_network(json_object_get(root, "network"),
+					  json_object_get(root, "secrets"), r, out, e);
 }
 
-int task_request_parse_network(json_t *v, struct task_request *r, json_t *out, struct api_error *e)
+/* egress names the field first: "network.allow[3]: ...", "secrets.KEY.hosts[0]: ..." */
+static int egress_invalid(const struct error *err, struct api_error *e)
+{
+	char field[API_FIELD_MAX];
+	size_t n = strcspn(err->msg, ": ");
+	snprintf(field, sizeof(field), "%.*s", (int)n, err->msg);
+	return INVALID(e, field, "%s", err->msg);
+}
+
+/*
+ * "secrets" (egress/secret.h), for the policy p: the public form into out,
+ * the private one into r->secrets_json (a request; a stored spec has none).
+ */
+static int parse_secrets(json_t *v, const struct egress_policy *p, struct task_request *r,
+			 json_t *out, struct api_error *e)
+{
+	struct error err = {0};
+	_cleanup_json_ json_t *pub = NULL, *priv = NULL;
+	int ret = secret_parse(v, p, json_object_get(out, "env"), r->stored, &pub, &priv, &err);
+	if (ret == -EINVAL && strstr(err.msg, ": unknown field")) {
+		char field[API_FIELD_MAX];
+		snprintf(field, sizeof(field), "%.*s", (int)strcspn(err.msg, ":"), err.msg);
+		return api_error_set(e, API_ERR_UNKNOWN_FIELD, field, "%s", err.msg);
+	}
+	if (ret == -EINVAL)
+		return egress_invalid(&err, e);
+	if (ret < 0)
+		return ret == -EIO ? api_error_internal(e, EIO, err.msg) : ret;
+	if (!pub || json_object_size(pub) == 0)
+		return 0;
+	if (json_object_set(out, "secrets", pub) < 0)
+		return -ENOMEM;
+	/* inside, each secret's variable holds its placeholder, never its value */
+	json_t *env = json_object_get(out, "env");
+	const char *name;
+	json_t *sv;
+	json_object_foreach(pub, name, sv)
+	{
+		if (json_object_set(env, name, json_object_get(sv, "placeholder")) < 0)
+			return -ENOMEM;
+	}
+	/* the proxy's certificates for the secrets' hosts verify: unless the task says */
+	static const char *const ca_env[][2] = SECRET_CA_ENV;
+	for (size_t i = 0; env && i < sizeof(ca_env) / sizeof(*ca_env); i++)
+		if (!json_object_get(env, ca_env[i][0]) &&
+		    json_object_set_new(env, ca_env[i][0], json_string(ca_env[i][1])) < 0)
+			return -ENOMEM;
+	if (priv && !(r->secrets_json = json_dumps(priv, JSON_COMPACT)))
+		return -ENOMEM;
+	return 0;
+}
+
+int task_request_parse_network(json_t *v, json_t *secrets, struct task_request *r, json_t *out,
+			       struct api_error *e)
 {
 	struct egress_policy p;
 	struct error err = {0};
 	int ret = egress_policy_from_json(v, &p, &err);
 	if (ret == -ENOMEM)
 		return -ENOMEM;
-	if (ret < 0) {
-		/* egress names the field first: "network.allow[3]: ..." */
-		char field[64];
-		size_t n = strcspn(err.msg, ": ");
-		snprintf(field, sizeof(field), "%.*s", (int)(n < 63 ? n : 63), err.msg);
-		return INVALID(e, field, "%s", err.msg);
+	if (ret < 0)
+		return egress_invalid(&err, e);
+	if ((ret = parse_secrets(secrets, &p, r, out, e)) < 0) {
+		egress_policy_release(&p);
+		return ret;
 	}
 	r->network = p.mode;
 	if (p.mode == EGRESS_ALLOW) {
@@ -397,9 +456,10 @@ json_t *task_request_load(const char *body, size_t len, struct api_error *e, int
 	return root;
 }
 
-int task_request_parse(const char *body, size_t len, struct task_request *ret, struct api_error *e)
+static int parse(const char *body, size_t len, bool stored, struct task_request *ret,
+		 struct api_error *e)
 {
-	struct task_request r = {0};
+	struct task_request r = {.stored = stored};
 	int rc;
 	json_t *root = task_request_load(body ? body : "", body ? len : 0, e, &rc);
 	if (!root)
@@ -421,10 +481,15 @@ int task_request_parse(const char *body, size_t len, struct task_request *ret, s
 	return 0;
 }
 
+int task_request_parse(const char *body, size_t len, struct task_request *ret, struct api_error *e)
+{
+	return parse(body, len, false, ret, e);
+}
+
 int task_request_from_spec_json(const char *spec_json, struct task_request *ret,
 				struct api_error *e)
 {
-	return task_request_parse(spec_json, spec_json ? strlen(spec_json) : 0, ret, e);
+	return parse(spec_json, spec_json ? strlen(spec_json) : 0, true, ret, e);
 }
 
 void task_request_release(struct task_request *r)
@@ -435,6 +500,10 @@ void task_request_release(struct task_request *r)
 	free(r->env);
 	free(r->files);
 	free(r->spec_json);
+	if (r->secrets_json) {
+		explicit_bzero(r->secrets_json, strlen(r->secrets_json));
+		free(r->secrets_json);
+	}
 	json_decref(r->priv);
 	memset(r, 0, sizeof(*r));
 }

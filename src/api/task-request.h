@@ -16,9 +16,12 @@
  *	 "disk_mb":1024,"memory_mb":512,"pids":256,"state_mb":256,"timeout_s":null},
  *	 "max_attempts":1,"metadata":{},"retry_on":["lost"]}
  * and "network" (egress/policy.h's canonical form) only when it is not
- * none.
+ * none, "secrets" (egress/secret.h's public form: hosts and placeholders,
+ * never a value) only when there are some.
  * compact, keys sorted, in json-util.h's canonical form. It is itself a
- * valid request, and parsing it gives it back byte for byte. No string in
+ * valid request, and parsing it gives it back byte for byte, but for
+ * "secrets": that form, with placeholders and no values, is read back only
+ * by task_request_from_spec_json(). No string in
  * it holds a NUL (\u0000 is refused everywhere, as invalid_field), so any
  * JSON reader, jansson with its default flags included, can read it.
  *
@@ -32,6 +35,7 @@
 #include "api/errors.h"
 #include "core/task.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -100,6 +104,14 @@ struct task_request {
 
 	char *spec_json; /* the canonical form; NUL-terminated */
 	size_t spec_len;
+
+	/*
+	 * The "secrets" with their values (egress/secret.h's private form,
+	 * compact JSON), or NULL: never in spec_json, which has the public
+	 * form. Wiped by task_request_release().
+	 */
+	char *secrets_json;
+	bool stored; /* read back by task_request_from_spec_json() */
 
 	void *priv; /* the parsed tree the pointers above point into */
 };

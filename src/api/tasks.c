@@ -65,7 +65,9 @@ int api_tasks_create(struct api_call *c)
 		return r;
 	}
 	struct error se = {0};
-	if ((r = api_check_network(c, tr.network)) < 0 || (r = check_queue(c, &se)) < 0) {
+	if ((r = api_check_network(c, tr.network)) < 0 ||
+	    (r = api_check_secrets(c, tr.secrets_json != NULL)) < 0 ||
+	    (r = check_queue(c, &se)) < 0) {
 		task_request_release(&tr);
 		return r;
 	}
@@ -75,8 +77,13 @@ int api_tasks_create(struct api_call *c)
 			 .spec_json = tr.spec_json};
 	for (int i = 0; i < ID_TRIES; i++) {
 		r = task_id_new(t.id);
+		if (r == 0 && tr.secrets_json)
+			r = api_secrets_keep(c->ctx->state_dir, t.id, tr.secrets_json, &se);
+		bool kept = r == 0 && tr.secrets_json;
 		if (r == 0)
 			r = store_task_insert(c->ctx->store, &t, &se);
+		if (r < 0 && kept) /* ours: the file, and the directory made for it */
+			api_secrets_forget(c->ctx->state_dir, t.id, true);
 		if (r != -EEXIST)
 			break;
 	}
@@ -106,6 +113,8 @@ int api_task_cancel(struct api_call *c)
 	}
 	if (r < 0)
 		return api_store_error(c, r, &se);
+	if (status == TASK_CANCELLED)
+		api_secrets_forget(c->ctx->state_dir, c->id, false);
 	if (status == TASK_RUNNING && c->ctx->task_cancel_requested)
 		c->ctx->task_cancel_requested(c->id, c->ctx->hook_data);
 	return respond_task(c, 200);

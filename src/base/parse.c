@@ -1,5 +1,6 @@
 #include "base/parse.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -177,4 +178,24 @@ bool env_name_is_valid(const char *name, size_t len)
 			return false;
 	}
 	return true;
+}
+
+int parse_ipv4_port(const char *s, uint16_t dflt_port, uint32_t *ret_addr, uint16_t *ret_port)
+{
+	char host[INET_ADDRSTRLEN];
+	const char *colon = strchr(s, ':');
+	size_t n = colon ? (size_t)(colon - s) : strlen(s);
+	uint64_t port = dflt_port;
+	struct in_addr a;
+	if (n >= sizeof(host))
+		return -EINVAL;
+	if (colon && (parse_u64(colon + 1, &port) < 0 || port == 0 || port > 65535))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	if (inet_pton(AF_INET, host, &a) != 1)
+		return -EINVAL;
+	*ret_addr = ntohl(a.s_addr);
+	*ret_port = (uint16_t)port;
+	return 0;
 }

@@ -32,6 +32,13 @@ int parse_duration_ms(const char *s, uint64_t *ret_ms);
 int parse_cpus_milli(const char *s, uint64_t *ret_milli);
 
 /*
+ * An IPv4 address with an optional port: "192.0.2.53", "192.0.2.53:5353".
+ * The address is dotted-quad (inet_pton's), the port 1..65535; without
+ * one, *ret_port is dflt_port. The address in host byte order.
+ */
+int parse_ipv4_port(const char *s, uint16_t dflt_port, uint32_t *ret_addr, uint16_t *ret_port);
+
+/*
  * Is name[0..len) a portable environment variable name,
  * [A-Za-z_][A-Za-z0-9_]* (POSIX's, and a C identifier)? The one check of
  * every env name a user gives (--env, a request's env), and of a key that

@@ -118,6 +118,78 @@ static int add_metadata(json_t *body, const char *arg, struct error *err)
 	return 0;
 }
 
+/*
+ * --network into body.network, keeping the rate_mbit of a --network-rate
+ * given before it (alone, or with an earlier --network).
+ */
+static int add_network(json_t *body, const char *arg, struct error *err)
+{
+	struct egress_policy p;
+	int r = egress_policy_parse_cli(arg, &p, err);
+	if (r < 0)
+		return r;
+	json_t *rate = json_object_get(json_object_get(body, "network"), "rate_mbit");
+	if (rate && p.mode == EGRESS_NONE)
+		return cli_network_rate_needs_network(err);
+	if (rate)
+		p.rate_mbit = (uint32_t)json_integer_value(rate);
+	json_t *j = egress_policy_to_json(&p);
+	egress_policy_release(&p);
+	return cli_body_set(body, "network", j, err);
+}
+
+/* --secret NAME@HOST[,HOST...] into body.secrets.NAME, the value from our environment. */
+static int add_secret(json_t *body, const char *arg, struct error *err)
+{
+	const char *at = strchr(arg, '@');
+	size_t n = at ? (size_t)(at - arg) : 0;
+	char name[256];
+	if (!at || n == 0 || n >= sizeof(name) || !at[1])
+		return error_set(err, EINVAL, "--secret: '%s' is not NAME@HOST[,HOST...]", arg);
+	memcpy(name, arg, n);
+	name[n] = '\0';
+	const char *value = getenv(name);
+	if (!env_name_is_valid(name, n) || !value)
+		return error_set(err, EINVAL,
+				 "--secret: $%s is not set here: the value is taken from this "
+				 "shell's environment, never from the command line",
+				 name);
+	json_t *secrets = json_object_get(body, "secrets");
+	if (!secrets && cli_body_set(body, "secrets", json_object(), err) < 0)
+		return -ENOMEM;
+	secrets = json_object_get(body, "secrets");
+	if (json_object_get(secrets, name))
+		return error_set(err, EINVAL, "--secret: %s is given twice", name);
+	json_t *hosts = json_array();
+	for (const char *h = at + 1; hosts && *h;) {
+		size_t len = strcspn(h, ",");
+		if (json_array_append_new(hosts, json_stringn(h, len)) < 0)
+			json_decref(TAKE_PTR(hosts));
+		h += len + (h[len] == ',');
+	}
+	json_t *s = hosts ? json_pack("{s:s, s:o}", "value", value, "hosts", hosts) : NULL;
+	if (!s || json_object_set_new(secrets, name, s) < 0)
+		return error_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+/* --network-rate into body.network.rate_mbit; alone until a --network comes. */
+static int add_network_rate(json_t *body, const char *arg, struct error *err)
+{
+	uint32_t rate = 0;
+	int r = cli_parse_network_rate(arg, &rate, err);
+	if (r < 0)
+		return r;
+	json_t *net = json_object_get(body, "network");
+	const char *mode = json_string_value(json_object_get(net, "mode"));
+	if (mode && strcmp(mode, "none") == 0)
+		return cli_network_rate_needs_network(err);
+	if (!net && cli_body_set(body, "network", json_object(), err) < 0)
+		return -ENOMEM;
+	net = json_object_get(body, "network");
+	return cli_body_set(net, "rate_mbit", json_integer(rate), err);
+}
+
 int cli_body_option(json_t *body, int opt, const char *arg, struct error *err)
 {
 	uint64_t v;
@@ -141,15 +213,37 @@ int cli_body_option(json_t *body, int opt, const char *arg, struct error *err)
 		return add_pair(body, "env", "env", arg, err);
 	case CLI_OPT_METADATA:
 		return add_metadata(body, arg, err);
-	case CLI_OPT_NETWORK: {
-		struct egress_policy p;
-		int r = egress_policy_parse_cli(arg, &p, err);
-		if (r < 0)
-			return r;
-		json_t *j = egress_policy_to_json(&p);
-		egress_policy_release(&p);
-		return cli_body_set(body, "network", j, err);
-	}
+	case CLI_OPT_NETWORK:
+		return add_network(body, arg, err);
+	case CLI_OPT_NETWORK_RATE:
+		return add_network_rate(body, arg, err);
+	case CLI_OPT_SECRET:
+		return add_secret(body, arg, err);
 	}
 	return -ENOENT;
+}
+
+int cli_parse_network_rate(const char *arg, uint32_t *ret, struct error *err)
+{
+	uint64_t v;
+	if (parse_u64(arg, &v) < 0 || v == 0 || v > EGRESS_RATE_MBIT_MAX)
+		return error_set(err, EINVAL,
+				 "--network-rate: '%s' is not a number from 1 to %d (Mbit/s)", arg,
+				 EGRESS_RATE_MBIT_MAX);
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+int cli_network_rate_needs_network(struct error *err)
+{
+	return error_set(err, EINVAL,
+			 "--network-rate: only with --network open or allow:DOMAIN[,DOMAIN...]");
+}
+
+int cli_body_finish(json_t *body, struct error *err)
+{
+	json_t *net = json_object_get(body, "network");
+	if (net && !json_object_get(net, "mode")) /* a --network-rate alone */
+		return cli_network_rate_needs_network(err);
+	return 0;
 }

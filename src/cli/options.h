@@ -31,6 +31,8 @@ enum {
 	CLI_OPT_METADATA,
 	CLI_OPT_SOCKET,
 	CLI_OPT_NETWORK,
+	CLI_OPT_NETWORK_RATE,
+	CLI_OPT_SECRET,
 	CLI_OPT_VERB = 300, /* a verb's own options are numbered from here */
 };
 
@@ -52,7 +54,13 @@ enum {
 #define CLI_HELP_NETWORK                                                                           \
 	"  --network MODE       none (the default: only lo), open (any public address),\n"         \
 	"                       or allow:DOMAIN[:PORT][,...] (only those; *.example.org\n"         \
-	"                       for its subdomains; ports 80 and 443 by default)\n"
+	"                       for its subdomains; ports 80 and 443 by default)\n"                \
+	"  --network-rate MBIT  cap its network at MBIT Mbit/s each way (1 to 100000;\n"           \
+	"                       open and allow only)\n"                                            \
+	"  --secret NAME@HOST[,HOST...]\n"                                                         \
+	"                       $NAME of this shell, for those hosts only: inside, NAME\n"         \
+	"                       holds a placeholder the proxy swaps for the value in\n"            \
+	"                       requests to them (allow mode; repeatable)\n"
 
 #define CLI_HELP_METADATA                                                                          \
 	"  --metadata KEY=VALUE a string stored with it, for the caller; or a JSON\n"              \
@@ -82,6 +90,14 @@ enum {
  *                                 an error
  *   CLI_OPT_NETWORK               none, open or allow:DOMAIN[,...]
  *                                 (egress/policy.h) into network
+ *   CLI_OPT_NETWORK_RATE          MBIT (cli_parse_network_rate()) into
+ *                                 network.rate_mbit, before or after
+ *                                 --network; refused with mode none
+ *   CLI_OPT_SECRET                NAME@HOST[,HOST...] into secrets.NAME:
+ *                                 its value is $NAME of our own
+ *                                 environment (never an argument, which
+ *                                 any local user could read in /proc);
+ *                                 unset or given twice is an error
  *   CLI_OPT_METADATA              KEY=VALUE (a string value), or a JSON
  *                                 object (the argument starts with '{' or
  *                                 '['), merged into metadata; a key given
@@ -90,6 +106,22 @@ enum {
  * -ENOENT (not an option of ours).
  */
 int cli_body_option(json_t *body, int opt, const char *arg, struct error *err);
+
+/*
+ * The checks that span options, once every one is applied: a
+ * --network-rate needs a --network open or allow. 0 or -EINVAL with err.
+ */
+int cli_body_finish(json_t *body, struct error *err);
+
+/*
+ * --network-rate MBIT: a whole number 1..EGRESS_RATE_MBIT_MAX. -EINVAL
+ * with err: "--network-rate: '0' is not a number from 1 to 100000
+ * (Mbit/s)".
+ */
+int cli_parse_network_rate(const char *arg, uint32_t *ret, struct error *err);
+
+/* Its message when there is no network to cap. -EINVAL. */
+int cli_network_rate_needs_network(struct error *err);
 
 /*
  * A duration (parse_duration_ms: 500ms, 90s, 1h30m) of more than 0 ms;

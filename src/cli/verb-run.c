@@ -2,13 +2,16 @@
  * agentbox run: one command in one fresh sandbox, daemonless.
  *
  * Parse and validate everything first (exit 125 before anything exists),
- * start the sandbox, forward nothing but our own death (SIGINT, SIGTERM
- * and SIGHUP kill the sandbox), then report how it ended.
+ * ready the host's network when it has one (run-network.h), start the
+ * sandbox, forward nothing but our own death (SIGINT, SIGTERM and SIGHUP
+ * kill the sandbox), then take the network down and report how it ended.
  */
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/run-network.h"
 #include "runtime/sandbox.h"
 #include "runtime/spec.h"
 
@@ -46,9 +49,21 @@ static const char help[] =
     "  --workdir DIR      the writable, empty working directory (default /workspace)\n"
     "  --rootfs DIR       use an image directory (e.g. made by debootstrap) read-only\n"
     "                     instead of the host's /usr and a synthesized /etc\n"
-    "  --network none     only a loopback interface (the default and only mode)\n"
+    "  --network MODE     none (the default: only lo), open (any public address),\n"
+    "                     or allow:DOMAIN[:PORT][,...] (only those names;\n"
+    "                     *.example.org for its subdomains; ports 80 and 443 by\n"
+    "                     default). open and allow install agentbox's nftables\n"
+    "                     table if agentboxd has not, and take it away at the end\n"
+    "                     (docs/cli.md)\n"
+    "  --network-rate MBIT  cap the network at MBIT Mbit/s each way (1 to 100000)\n"
+    "  --resolver ADDR[:PORT]  the DNS server names are resolved with, outside the\n"
+    "                     sandbox (default: the host's /etc/resolv.conf)\n"
+    "  --network-log FILE allow mode: append each refused connection or name to\n"
+    "                     FILE as it happens, one JSON line each (/dev/stderr works);\n"
+    "                     without it they are printed on stderr at the end\n"
     "  --result FILE      write a JSON result: exit_code, signal, oom_killed,\n"
-    "                     timed_out, wall_ms, cpu_ms, peak_memory_bytes\n"
+    "                     timed_out, wall_ms, cpu_ms, peak_memory_bytes, and in\n"
+    "                     allow mode egress_denied (the number of refusals)\n"
     "\n"
     "sizes take k, m, g, t (binary units); DIR paths are absolute.\n"
     "\n"
@@ -73,6 +88,9 @@ enum {
 	OPT_WORKDIR,
 	OPT_ROOTFS,
 	OPT_NETWORK,
+	OPT_NETWORK_RATE,
+	OPT_RESOLVER,
+	OPT_NETWORK_LOG,
 	OPT_RESULT,
 	OPT_HELP,
 };
@@ -88,6 +106,9 @@ static const struct option options[] = {
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"rootfs", required_argument, NULL, OPT_ROOTFS},
     {"network", required_argument, NULL, OPT_NETWORK},
+    {"network-rate", required_argument, NULL, OPT_NETWORK_RATE},
+    {"resolver", required_argument, NULL, OPT_RESOLVER},
+    {"network-log", required_argument, NULL, OPT_NETWORK_LOG},
     {"result", required_argument, NULL, OPT_RESULT},
     {"help", no_argument, NULL, OPT_HELP},
     {0},
@@ -95,6 +116,7 @@ static const struct option options[] = {
 
 struct run_args {
 	struct spec spec;
+	struct run_network net;
 	const char *result_path;
 	bool help;
 };
@@ -130,7 +152,8 @@ static int parse_value(int opt, const char *arg, struct run_args *a, struct erro
 					 "--timeout: '%s' is not a duration (e.g. 90s, 2h)", arg);
 		return 0;
 	case OPT_ENV:
-		if ((r = spec_add_env(s, arg)) < 0)
+		r = s->nenv >= SPEC_ENV_MAX ? -E2BIG : spec_add_env(s, arg);
+		if (r < 0)
 			return error_set(err, -r, "--env: more than %d variables", SPEC_ENV_MAX);
 		return 0;
 	case OPT_VOLUME:
@@ -141,11 +164,27 @@ static int parse_value(int opt, const char *arg, struct run_args *a, struct erro
 	case OPT_ROOTFS:
 		s->rootfs = arg;
 		return 0;
-	case OPT_NETWORK:
-		if (strcmp(arg, "none") != 0)
-			return error_set(err, EINVAL,
-					 "--network: '%s' is not supported (only 'none')", arg);
-		s->network = NETWORK_NONE;
+	case OPT_NETWORK: {
+		struct egress_policy p;
+		if ((r = egress_policy_parse_cli(arg, &p, err)) < 0)
+			return r;
+		egress_policy_release(&a->net.policy);
+		a->net.policy = p;
+		return 0;
+	}
+	case OPT_NETWORK_RATE:
+		return cli_parse_network_rate(arg, &a->net.rate_mbit, err);
+	case OPT_RESOLVER: {
+		uint32_t addr;
+		uint16_t port;
+		if (parse_ipv4_port(arg, 53, &addr, &port) < 0)
+			return error_set(err, EINVAL, "--resolver: '%s' is not an IPv4 ADDR[:PORT]",
+					 arg);
+		a->net.resolver = arg;
+		return 0;
+	}
+	case OPT_NETWORK_LOG:
+		a->net.log_path = arg;
 		return 0;
 	case OPT_RESULT:
 		a->result_path = arg;
@@ -179,7 +218,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, struct error *e
 	}
 	a->spec.argv = (const char *const *)argv + optind;
 	a->spec.argc = (size_t)(argc - optind);
-	return 0;
+	return run_network_check(&a->net, &a->spec, err);
 }
 
 static void format_size(uint64_t bytes, char *buf, size_t size)
@@ -249,20 +288,28 @@ static const char *end_name(enum sandbox_end end)
 	return names[end];
 }
 
-/* Write the result JSON next to its final name, then rename it into place. */
-static int write_result(const char *path, const struct sandbox_result *r, int exit_code)
+/*
+ * Write the result JSON next to its final name, then rename it into place.
+ * denied: allow mode's refusals, -1 when unknown, -2 without allow mode.
+ */
+static int write_result(const char *path, const struct sandbox_result *r, int exit_code,
+			long denied)
 {
-	char tmp[4096], json[1024], sig[16], code[16];
+	char tmp[4096], json[1024], sig[16], code[16], egress[48] = "";
 	snprintf(code, sizeof(code), "%d", r->exit_status);
 	snprintf(sig, sizeof(sig), "%d", r->term_signal);
+	if (denied >= 0)
+		snprintf(egress, sizeof(egress), ", \"egress_denied\": %ld", denied);
+	else if (denied == -1)
+		snprintf(egress, sizeof(egress), ", \"egress_denied\": null");
 	snprintf(json, sizeof(json),
 		 "{\"end\": \"%s\", \"exit_code\": %s, \"signal\": %s, \"oom_killed\": %s, "
 		 "\"timed_out\": %s, \"wall_ms\": %" PRIu64 ", \"cpu_ms\": %" PRIu64
-		 ", \"peak_memory_bytes\": %" PRIu64 ", \"agentbox_exit\": %d}\n",
+		 ", \"peak_memory_bytes\": %" PRIu64 "%s, \"agentbox_exit\": %d}\n",
 		 end_name(r->end), r->end == SANDBOX_EXITED ? code : "null",
 		 r->term_signal ? sig : "null", r->oom_killed ? "true" : "false",
 		 r->end == SANDBOX_TIMED_OUT ? "true" : "false", r->wall_ms, r->cpu_ms,
-		 r->peak_memory_bytes, exit_code);
+		 r->peak_memory_bytes, egress, exit_code);
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	int r2 = create_file_at(AT_FDCWD, tmp, json, 0644);
@@ -279,7 +326,9 @@ int verb_run(int argc, char **argv)
 	struct error err = {0};
 	_cleanup_close_ int sigfd = -1;
 	spec_init(&a.spec);
+	run_network_init(&a.net);
 	int rc = EXIT_AGENTBOX;
+	long denied = -1;
 
 	if (parse_args(argc, argv, &a, &err) < 0) {
 		rc = cli_fail("run: %s", err.msg);
@@ -298,6 +347,7 @@ int verb_run(int argc, char **argv)
 		rc = cli_fail("run: needs root (it maps uid ranges and creates cgroups)");
 		goto out;
 	}
+	bool allow = a.net.policy.mode == EGRESS_ALLOW;
 
 	/* Our death must not orphan the sandbox: these signals tear it down. */
 	sigset_t mask;
@@ -312,17 +362,21 @@ int verb_run(int argc, char **argv)
 		goto out;
 	}
 
+	if (run_network_up(&a.net, &a.spec, &err) < 0) {
+		rc = cli_fail("run: %s", err.msg);
+		goto down;
+	}
 	struct sandbox *sb;
 	if (sandbox_start(&a.spec, &sb, &err) < 0) {
 		rc = cli_fail("run: %s", err.msg);
-		goto out;
+		goto down;
 	}
 	struct sandbox_result res;
 	int r = sandbox_wait(sb, sigfd, &res, &err);
 	sandbox_free(sb);
 	if (r < 0) {
 		rc = cli_fail("run: %s", err.msg);
-		goto out;
+		goto down;
 	}
 	if (res.end == SANDBOX_SETUP_FAILED) {
 		rc = cli_fail("run: %s", err.msg);
@@ -333,9 +387,17 @@ int verb_run(int argc, char **argv)
 			cancel_sig = (int)si.ssi_signo;
 		rc = report(&a.spec, &res, cancel_sig ? cancel_sig : SIGTERM);
 	}
-	if (a.result_path && (r = write_result(a.result_path, &res, rc)) < 0)
+	/* its refusals, and the host's side taken down, before the result says so */
+	if (run_network_down(&a.net, &denied, &err) < 0)
+		(void)cli_fail("run: %s", err.msg); /* the command's status stands */
+	if (a.result_path && (r = write_result(a.result_path, &res, rc, allow ? denied : -2)) < 0)
 		rc = cli_fail("run: cannot write --result %s: %s", a.result_path, strerror(-r));
+	goto out;
+down:
+	if (run_network_down(&a.net, &denied, &err) < 0)
+		(void)cli_fail("run: %s", err.msg);
 out:
+	(void)run_network_down(&a.net, &denied, &err); /* what is left: only memory */
 	spec_release(&a.spec);
 	return rc;
 }

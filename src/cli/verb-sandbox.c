@@ -65,6 +65,8 @@ static const struct option create_options[] = {
     {"env", required_argument, NULL, CLI_OPT_ENV},
     {"metadata", required_argument, NULL, CLI_OPT_METADATA},
     {"network", required_argument, NULL, CLI_OPT_NETWORK},
+    {"network-rate", required_argument, NULL, CLI_OPT_NETWORK_RATE},
+    {"secret", required_argument, NULL, CLI_OPT_SECRET},
     {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -112,7 +114,7 @@ static int create_body(int argc, char **argv, json_t *body, const char **ret_soc
 		return error_set(err, EINVAL,
 				 "unexpected argument '%s' (see agentbox sandbox create --help)",
 				 argv[optind]);
-	return 0;
+	return cli_body_finish(body, err);
 }
 
 /* Print the string member key of an answer on a line of its own. */

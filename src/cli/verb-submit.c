@@ -65,6 +65,8 @@ static const struct option options[] = {
     {"file", required_argument, NULL, OPT_FILE},
     {"metadata", required_argument, NULL, CLI_OPT_METADATA},
     {"network", required_argument, NULL, CLI_OPT_NETWORK},
+    {"network-rate", required_argument, NULL, CLI_OPT_NETWORK_RATE},
+    {"secret", required_argument, NULL, CLI_OPT_SECRET},
     {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -225,6 +227,9 @@ static int parse_args(int argc, char **argv, struct submit_args *a, struct error
 	}
 	if (a->help)
 		return 0;
+	int r = cli_body_finish(a->body, err);
+	if (r < 0)
+		return r;
 	if (optind >= argc)
 		return error_set(err, EINVAL,
 				 "no command given (agentbox submit [OPTIONS] -- COMMAND)");

@@ -13,6 +13,9 @@
  *                                           from one attempt to the next
  *                                           (supervisor/state.h; a task
  *                                           older than images: state/)
+ *       secrets.json                        the values of its "secrets" (0600;
+ *                                           egress/secret.h's private form),
+ *                                           for its supervisors, until it ends
  *       attempt-<N>/                        attempt N (supervisor/attempt.h):
  *           attempt.json                    what to run (the scheduler)
  *           lock, supervisor                the supervisor's lock and pid file
@@ -22,6 +25,8 @@
  *   <state>/sandboxes/<sandbox id>/         one interactive sandbox
  *       sandbox.json, env.json              its spec; its exec environment
  *       lock, shim, shim.sock               the shim's lock, pid file, socket
+ *       secrets.json                        its secrets' values (0600), until
+ *                                           its shim has read them
  *       end.json                            how it ended (the shim)
  *       procs/<pid>.out, .err, .json        a command's output and exit record
  *
@@ -60,6 +65,11 @@
 #define LAYOUT_RESULT	      "result.json"
 /* an allow-mode sandbox's refused connections and names, JSON lines (network/relay.h) */
 #define LAYOUT_NETWORK_LOG "network.jsonl"
+
+/* In a task's directory and a sandbox's: secret values, 0600, never in the store. */
+#define LAYOUT_SECRETS "secrets.json"
+/* <state>/egress-ca: the daemon's CA for secrets (network/intercept.h) */
+#define LAYOUT_EGRESS_CA "egress-ca"
 
 /* Names in a sandbox's directory (and LAYOUT_LOCK). */
 #define LAYOUT_SANDBOX_JSON "sandbox.json"

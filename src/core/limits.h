@@ -12,18 +12,20 @@
 #define AGENTBOX_CORE_LIMITS_H
 
 /* Named limits on everything a caller controls. */
-#define SPEC_MEMORY_MIN	     (4ULL << 20) /* 4 MiB: less cannot start a shell */
-#define SPEC_MEMORY_MAX	     (1ULL << 40) /* 1 TiB */
-#define SPEC_CPU_MILLI_MIN   10ULL	  /* 0.01 CPU */
-#define SPEC_CPU_MILLI_MAX   1024000ULL	  /* 1024 CPUs */
-#define SPEC_PIDS_MAX	     1000000ULL
-#define SPEC_DISK_MIN	     (1ULL << 20) /* 1 MiB */
-#define SPEC_DISK_MAX	     (1ULL << 40)
-#define SPEC_STATE_MIN	     (1ULL << 20) /* a task's /state image (supervisor/state.h) */
-#define SPEC_STATE_MAX	     (1ULL << 40)
-#define SPEC_TIMEOUT_MAX_MS  (30ULL * 86400 * 1000) /* 30 days */
-#define SPEC_ARGV_MAX	     4096		    /* arguments in the command */
-#define SPEC_ENV_MAX	     256		    /* --env entries */
+#define SPEC_MEMORY_MIN	    (4ULL << 20) /* 4 MiB: less cannot start a shell */
+#define SPEC_MEMORY_MAX	    (1ULL << 40) /* 1 TiB */
+#define SPEC_CPU_MILLI_MIN  10ULL	 /* 0.01 CPU */
+#define SPEC_CPU_MILLI_MAX  1024000ULL	 /* 1024 CPUs */
+#define SPEC_PIDS_MAX	    1000000ULL
+#define SPEC_DISK_MIN	    (1ULL << 20) /* 1 MiB */
+#define SPEC_DISK_MAX	    (1ULL << 40)
+#define SPEC_STATE_MIN	    (1ULL << 20) /* a task's /state image (supervisor/state.h) */
+#define SPEC_STATE_MAX	    (1ULL << 40)
+#define SPEC_TIMEOUT_MAX_MS (30ULL * 86400 * 1000) /* 30 days */
+#define SPEC_ARGV_MAX	    4096		   /* arguments in the command */
+#define SPEC_ENV_MAX	    256			   /* --env entries, a request's env */
+/* what agentbox adds to them: AGENTBOX_*, HTTP(S)_PROXY, the CA's, secrets' placeholders */
+#define SPEC_ENV_ADDED_MAX   32
 #define SPEC_VOLUMES_MAX     32
 #define SPEC_PATH_MAX	     1024	  /* bytes in any path we are given */
 #define SPEC_ENV_ENTRY_MAX   (32 * 1024)  /* bytes in one KEY=VALUE */

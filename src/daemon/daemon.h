@@ -13,6 +13,7 @@
 #ifndef AGENTBOX_DAEMON_DAEMON_H
 #define AGENTBOX_DAEMON_DAEMON_H
 
+#include <jansson.h>
 #include "api/api.h"
 #include "base/error.h"
 #include "fleet/fleet.h"
@@ -87,7 +88,8 @@ struct daemon_config {
 	struct cidr allowed[DAEMON_ALLOW_CIDR_MAX]; /* --allow-cidr */
 	const char *allowed_text[DAEMON_ALLOW_CIDR_MAX];
 	size_t nallowed;
-	const char *resolver; /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
+	const char *resolver;	   /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
+	const char *egress_cacert; /* --egress-cacert FILE, or NULL: the host's CAs */
 };
 
 struct store_pool {
@@ -108,7 +110,10 @@ struct daemon {
 	volatile int stopping;
 	atomic_size_t bodies; /* bytes of request bodies held now (DAEMON_BODIES_MAX_MB) */
 	pthread_mutex_t network_lock;
-	bool network_ready; /* agentbox's table is installed (network.c) */
+	bool network_ready;
+	bool secrets_ready;
+	/* the CA for secrets is there (daemon_egress_ca()) */ /* agentbox's table is installed
+								  (network.c) */
 };
 
 int store_pool_init(struct store_pool *p, const char *db_path, struct error *err);
@@ -132,6 +137,15 @@ void server_stop(struct listener *l);
 int daemon_network_ready(void *data, struct error *err);
 int daemon_network_start(struct daemon *d, struct error *err);
 int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err);
+
+/*
+ * The CA that signs the proxy's certificates for secrets' hosts
+ * (network/intercept.h), made in <state>/egress-ca at the first start, and
+ * where launchers find it, into egress (the "egress" object launchers
+ * get): "ca_dir", "ca_public", "ca_mount", and "upstream_cacert" with
+ * --egress-cacert. 0, or -errno (logged).
+ */
+int daemon_egress_ca(struct daemon *d, json_t *egress);
 
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);

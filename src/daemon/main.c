@@ -81,6 +81,8 @@ static const char usage_text[] =
     "                     for more (at most 64)\n"
     "  --resolver ADDR[:PORT]  the DNS server that allow-mode sandboxes' names are\n"
     "                     resolved with (default: the host's /etc/resolv.conf)\n"
+    "  --egress-cacert FILE  the CAs (PEM) that the servers given secrets must have\n"
+    "                     certificates from (default: the host's trusted CAs)\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
     "  --print-token      print the TCP token (made at first start) and exit\n"
@@ -172,6 +174,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"max-sandbox-memory", required_argument, NULL, 'T'},
 	    {"allow-cidr", required_argument, NULL, 'C'},
 	    {"resolver", required_argument, NULL, 'R'},
+	    {"egress-cacert", required_argument, NULL, 'A'},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -317,6 +320,16 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			d->cfg.resolver = optarg;
 			break;
 		}
+		case 'A':
+			if (optarg[0] != '/' || access(optarg, R_OK) < 0) {
+				fprintf(stderr,
+					"agentboxd: --egress-cacert: '%s' is not a readable file "
+					"given by its absolute path\n",
+					optarg);
+				return 2;
+			}
+			d->cfg.egress_cacert = optarg;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -524,6 +537,9 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 		json_object_set_new(egress, "allow_cidr", cidrs);
 	if (egress && d->cfg.resolver)
 		json_object_set_new(egress, "resolver", json_string(d->cfg.resolver));
+	d->secrets_ready = egress && daemon_egress_ca(d, egress) == 0;
+	if (!d->secrets_ready)
+		log_line(NULL, "no CA for secrets: tasks and sandboxes with secrets are refused");
 	run->egress_json = egress ? json_dumps(egress, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(egress);
 	if (!run->egress_json)

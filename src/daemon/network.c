@@ -24,6 +24,9 @@
 #include "daemon/daemon.h"
 
 #include "base/fileio.h"
+#include "core/layout.h"
+#include "egress/secret.h"
+#include "network/intercept.h"
 #include "network/link.h"
 #include "network/table.h"
 
@@ -116,5 +119,27 @@ int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err)
 	if (n > 0 && strstr(text, "\"ip_forward\": 0") && (r = net_forwarding_set(false, err)) < 0)
 		return r;
 	(void)unlink(path);
+	return 0;
+}
+
+int daemon_egress_ca(struct daemon *d, json_t *egress)
+{
+	char dir[4096], pub[4200];
+	struct error err = {0};
+	if (layout_state_file(dir, sizeof(dir), d->cfg.state_dir, LAYOUT_EGRESS_CA) < 0)
+		return -ENAMETOOLONG;
+	/* the host's trusted CAs where its OpenSSL keeps them, then ours */
+	int r = intercept_ca_ensure(dir, NULL, &err);
+	if (r < 0) {
+		fprintf(stderr, "agentboxd: %s\n", err.msg);
+		return r;
+	}
+	snprintf(pub, sizeof(pub), "%s/%s", dir, INTERCEPT_CA_PUBLIC);
+	if (json_object_set_new(egress, "ca_dir", json_string(dir)) < 0 ||
+	    json_object_set_new(egress, "ca_public", json_string(pub)) < 0 ||
+	    json_object_set_new(egress, "ca_mount", json_string(SECRET_CA_DIR)) < 0 ||
+	    (d->cfg.egress_cacert &&
+	     json_object_set_new(egress, "upstream_cacert", json_string(d->cfg.egress_cacert)) < 0))
+		return -ENOMEM;
 	return 0;
 }

@@ -70,7 +70,7 @@ int fleet_write_json(int dirfd, const char *name, json_t *v);
  * sandbox is ready. On success the fleet watches it.
  */
 int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
-		     int64_t expires_at, bool pooled, struct error *err);
+		     const char *secrets_json, int64_t expires_at, bool pooled, struct error *err);
 /*
  * Tell the shim of id op ("stop", "pause", ..., or "expire" with
  * expires_at) and take its reply. 0 or -errno with err (the shim's own

@@ -197,7 +197,7 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 {
 	char id[SANDBOX_ID_SIZE];
 	int r;
-	while (spec->default_limits && take_pooled(f, id)) {
+	while (spec->default_limits && !spec->secrets_json && take_pooled(f, id)) {
 		if ((r = claim_pooled(f, st, id, spec, now, err)) == 0)
 			return fleet_get_live(f, st, id, false, ret, err);
 		/* that one was no good: it ends, and the next is tried */
@@ -216,7 +216,8 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 	json_t *sj = json_loads(spec->spec_json, 0, NULL);
 	_cleanup_free_ char *env = sj ? json_dumps(json_object_get(sj, "env"), JSON_COMPACT) : NULL;
 	json_decref(sj);
-	r = env ? fleet_start_shim(f, s.id, spec->spec_json, env, s.expires_at, false, err)
+	r = env ? fleet_start_shim(f, s.id, spec->spec_json, env, spec->secrets_json, s.expires_at,
+				   false, err)
 		: error_set(err, ENOMEM, "out of memory");
 	if (r < 0) {
 		struct error e2 = {0};

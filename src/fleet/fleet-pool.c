@@ -31,7 +31,7 @@ static int make_pooled(struct fleet *f, struct store *st)
 	s.metadata_json = (char *)"{}";
 	int r = store_sandbox_insert(st, &s, &err);
 	if (r == 0)
-		r = fleet_start_shim(f, s.id, f->cfg.default_spec_json, "{}", 0, true, &err);
+		r = fleet_start_shim(f, s.id, f->cfg.default_spec_json, "{}", NULL, 0, true, &err);
 	if (r < 0) {
 		fleet_log(f, "warm pool: %s", err.msg);
 		(void)store_sandbox_delete(st, s.id, &err);

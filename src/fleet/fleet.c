@@ -198,7 +198,7 @@ static int wait_ready(int fd, struct error *err)
  * sandbox is ready. On success the fleet watches it.
  */
 int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
-		     int64_t expires_at, bool pooled, struct error *err)
+		     const char *secrets_json, int64_t expires_at, bool pooled, struct error *err)
 {
 	char dir[4200];
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
@@ -221,6 +221,9 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
 		r = fleet_write_json(dfd, LAYOUT_SANDBOX_JSON, sj);
 	if (r == 0)
 		r = fleet_write_json(dfd, LAYOUT_ENV_JSON, env);
+	/* read and removed by the shim before its sandbox starts; mode 0600 */
+	if (r == 0 && secrets_json)
+		r = create_file_at(dfd, LAYOUT_SECRETS, secrets_json, 0600);
 	json_decref(sj);
 	json_decref(env);
 	if (r < 0)

@@ -141,6 +141,13 @@ struct fleet_spec {
 	int64_t timeout_ms;
 	bool default_limits;   /* a pooled sandbox fits */
 	uint64_t memory_bytes; /* its memory limit, for admission */
+	/*
+	 * egress/secret.h's private form, or NULL. Never in the store: it goes
+	 * to the shim in a 0600 file that the shim reads and removes before
+	 * its sandbox starts (core/layout.h). A sandbox with secrets is never
+	 * a pooled one: the CA its proxy signs with is mounted at its start.
+	 */
+	const char *secrets_json;
 };
 
 /* A command to run in a sandbox (POST .../exec, checked). */

@@ -6,6 +6,8 @@
  *	agentbox-net open SLOT [--rate MBIT]
  *	agentbox-net allow SLOT --policy JSON --events FILE [--rate MBIT]
  *	             [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...
+ *	             [--secrets-fd N --ca DIR [--upstream-cacert FILE]]
+ *	agentbox-net host-up | host-down [--forwarding 0|1]   (host.h)
  *
  * fd 3 is the sandbox init's pidfd. Both make the sandbox's veth pair
  * (link.h), bind the sandbox's relay (relay.h) on its gateway (open: the
@@ -14,8 +16,16 @@
  * name), drop every privilege (nobody, no capability), and serve
  * until the sandbox's init ends or its launcher does. On failure: one
  * line on stderr, exit 1 (2 for a usage error), and nothing left.
+ *
+ * With secrets (allow only): fd N holds their private form
+ * (egress/secret.h), read and closed before anything else; the proxy
+ * intercepts the TLS of their hosts with DIR's CA (network/intercept.h),
+ * whose key is read before the privileges go.
  */
 #include "base/parse.h"
+#include "egress/secret.h"
+#include "network/host.h"
+#include "network/intercept.h"
 #include "network/link.h"
 #include "network/relay.h"
 
@@ -43,7 +53,11 @@ static const char usage[] =
     "usage: agentbox-net open SLOT [--rate MBIT]\n"
     "       agentbox-net allow SLOT --policy JSON --events FILE [--rate MBIT]\n"
     "                    [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...\n"
+    "                    [--secrets-fd N --ca DIR [--upstream-cacert FILE]]\n"
+    "       agentbox-net host-up | host-down [--forwarding 0|1]\n"
     "fd 3: the sandbox init's pidfd\n";
+
+#define SECRETS_JSON_MAX (1 << 20) /* bytes read from --secrets-fd */
 
 static int fail(const char *msg, const char *what)
 {
@@ -76,8 +90,10 @@ static int drop_privileges(void)
 	if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
 	    setresuid(NOBODY, NOBODY, NOBODY) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -1;
-	/* a uid change from 0 cleared the capabilities; the death signal must be set again */
-	return prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ? -1 : 0;
+	/* a uid change from 0 cleared the capabilities; the death signal must be set again,
+	 * and dumpable off again (the change set it to fs.suid_dumpable's value) */
+	return prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ? -1
+											      : 0;
 }
 
 static int parse_resolver(const char *s, struct relay_config *c)
@@ -99,6 +115,44 @@ static int parse_resolver(const char *s, struct relay_config *c)
 	return 0;
 }
 
+/* The secrets on fd (closed here), as the proxy's interceptor. 0 or -errno with err. */
+static int load_secrets(int fd, const char *ca_dir, const char *upstream, struct intercept **ret,
+			struct error *err)
+{
+	char *text = malloc(SECRETS_JSON_MAX + 1);
+	size_t len = 0;
+	ssize_t n = 0;
+	while (
+	    text && len < SECRETS_JSON_MAX &&
+	    ((n = read(fd, text + len, SECRETS_JSON_MAX - len)) > 0 || (n < 0 && errno == EINTR)))
+		len += n > 0 ? (size_t)n : 0;
+	close(fd);
+	if (!text || n < 0)
+		return free(text), error_set(err, EIO, "--secrets-fd: cannot read it");
+	json_error_t jerr;
+	json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	explicit_bzero(text, len);
+	free(text);
+	struct secret_rule *rules = NULL;
+	size_t nrules = 0;
+	int r = j ? secret_rules_from_json(j, &rules, &nrules, err)
+		  : error_set(err, EINVAL, "--secrets-fd: not JSON");
+	json_decref(j);
+	if (r < 0)
+		return r;
+	struct intercept_rule *ir = calloc(nrules ? nrules : 1, sizeof(*ir));
+	for (size_t i = 0; ir && i < nrules; i++)
+		ir[i] = (struct intercept_rule){.host = rules[i].host,
+						.placeholder = rules[i].placeholder,
+						.value = rules[i].value};
+	struct intercept_config c = {
+	    .ca_dir = ca_dir, .upstream_cafile = upstream, .rules = ir, .nrules = nrules};
+	r = ir ? intercept_new(&c, ret, err) : error_set(err, ENOMEM, "out of memory");
+	free(ir);
+	secret_rules_free(rules, nrules);
+	return r;
+}
+
 static int run(unsigned slot, bool allow, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -107,12 +161,16 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 	    {"resolver", required_argument, NULL, 'r'},
 	    {"allow-cidr", required_argument, NULL, 'c'},
 	    {"rate", required_argument, NULL, 'R'},
+	    {"secrets-fd", required_argument, NULL, 's'},
+	    {"ca", required_argument, NULL, 'a'},
+	    {"upstream-cacert", required_argument, NULL, 'u'},
 	    {0},
 	};
 	static struct cidr allowed[ALLOW_CIDR_MAX];
 	struct relay_config c = {.events_fd = -1};
-	const char *policy_text = NULL, *events = NULL;
-	uint64_t rate = 0;
+	const char *policy_text = NULL, *events = NULL, *ca_dir = NULL, *upstream = NULL;
+	uint64_t rate = 0, secrets_fd = 0;
+	bool has_secrets = false;
 	int opt;
 	optind = 3;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -127,15 +185,30 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 			c.nallowed++;
 		else if (opt == 'R' && parse_u64(optarg, &rate) == 0 && rate && rate <= UINT32_MAX)
 			continue;
+		else if (opt == 's' && parse_u64(optarg, &secrets_fd) == 0 && secrets_fd > 3 &&
+			 secrets_fd < 1024)
+			has_secrets = true;
+		else if (opt == 'a')
+			ca_dir = optarg;
+		else if (opt == 'u')
+			upstream = optarg;
 		else
 			return fputs(usage, stderr), 2;
 	}
 	if (optind != argc || allow != (policy_text && events) ||
-	    (!allow && (policy_text || events)))
+	    (!allow && (policy_text || events)) || has_secrets != (ca_dir != NULL) ||
+	    (upstream && !has_secrets) || (has_secrets && !allow))
 		return fputs(usage, stderr), 2;
+	struct error err = {0};
+	/* the CA's key and the secrets' values: in no core dump, and no one's to ptrace */
+	struct rlimit no_core = {0, 0};
+	if (has_secrets &&
+	    (setrlimit(RLIMIT_CORE, &no_core) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0))
+		return fail("no core dumps", strerror(errno));
+	if (has_secrets && load_secrets((int)secrets_fd, ca_dir, upstream, &c.intercept, &err) < 0)
+		return fail(err.msg, NULL);
 	c.allowed = allowed;
 	struct net_link l;
-	struct error err = {0};
 	if (net_link_for_slot(slot, allow, &l) < 0)
 		return fail("slot out of range", NULL);
 	l.rate_mbit = (uint32_t)rate;
@@ -196,6 +269,8 @@ int main(int argc, char **argv)
 		return 1;
 	/* a write to a socket its peer closed is an error to handle, not a death */
 	signal(SIGPIPE, SIG_IGN);
+	if (argc >= 2 && strncmp(argv[1], "host-", 5) == 0)
+		return net_host_main(argc, argv); /* agentbox run's host side: host.h */
 	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS ||
 	    (strcmp(argv[1], "allow") != 0 && strcmp(argv[1], "open") != 0))
 		return fputs(usage, stderr), 2;

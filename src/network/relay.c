@@ -14,6 +14,7 @@
 #include "base/fileio.h"
 #include "egress/dns.h"
 #include "egress/peek.h"
+#include "network/intercept.h"
 #include "network/link.h"
 #include "network/table.h"
 
@@ -59,8 +60,8 @@ static int64_t mono_ms(void)
 
 /* ---- events ------------------------------------------------------------ */
 
-static void event(struct relay *r, const char *host, uint32_t addr, uint16_t port,
-		  const char *reason)
+static void event_detail(struct relay *r, const char *host, uint32_t addr, uint16_t port,
+			 const char *reason, const char *detail)
 {
 	if (r->c.events_fd < 0)
 		return;
@@ -69,9 +70,9 @@ static void event(struct relay *r, const char *host, uint32_t addr, uint16_t por
 	if (addr)
 		inet_ntop(AF_INET, &a, text, sizeof(text));
 	json_t *j =
-	    json_pack("{s:I, s:s, s:s?, s:s?, s:i, s:s}", "time", (json_int_t)wall_clock_ms(),
+	    json_pack("{s:I, s:s, s:s?, s:s?, s:i, s:s, s:s?}", "time", (json_int_t)wall_clock_ms(),
 		      "type", "egress_denied", "host", host && *host ? host : NULL, "address",
-		      addr ? text : NULL, "port", (int)port, "reason", reason);
+		      addr ? text : NULL, "port", (int)port, "reason", reason, "detail", detail);
 	char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!line)
@@ -89,6 +90,12 @@ static void event(struct relay *r, const char *host, uint32_t addr, uint16_t por
 	}
 	pthread_mutex_unlock(&r->events_lock);
 	free(line);
+}
+
+static void event(struct relay *r, const char *host, uint32_t addr, uint16_t port,
+		  const char *reason)
+{
+	event_detail(r, host, addr, port, reason, NULL);
 }
 
 /* ---- which addresses a sandbox may reach ----------------------------------- */
@@ -564,6 +571,25 @@ static void proxy(struct relay *r, int fd)
 	if (up < 0)
 		return refuse(fd, http, pk.host, port, "it does not answer");
 	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	if (r->c.intercept && pk.kind != PEEK_HTTP && intercept_wants(r->c.intercept, pk.host)) {
+		/* a secret's host, over TLS: that TLS ends here, and its request gets the
+		 * values (never over plain HTTP: such a request keeps its placeholders) */
+		struct error err = {0};
+		bool tls = true;
+		size_t skip = pk.kind == PEEK_CONNECT ? pk.head_len : 0;
+		if (pk.kind == PEEK_CONNECT &&
+		    write_all_fd(fd, established, sizeof(established) - 1) < 0) {
+			close(up);
+			return;
+		}
+		rc = intercept_serve(r->c.intercept, fd, buf + skip, len - skip, tls, up, pk.host,
+				     &err);
+		/* a refusal, not a connection that merely ended badly (a reset, a timeout) */
+		if (rc == -EPROTO || rc == -EINVAL || rc == -EACCES || rc == -E2BIG || rc == -EPERM)
+			event_detail(r, pk.host, odst, port, "intercept_refused", err.msg);
+		close(up);
+		return;
+	}
 	if (pk.kind == PEEK_CONNECT)
 		rc = write_all_fd(fd, established, sizeof(established) - 1) < 0 ||
 			     write_all_fd(up, buf + pk.head_len, len - pk.head_len) < 0

@@ -17,12 +17,17 @@
  * allows that host on the original port: resolves the name itself (never
  * trusting the address the sandbox dialled, so no DNS rebinding), refuses
  * an address as the resolver does, connects, sends what it read, and
- * splices both ways without looking further (TLS is not terminated).
+ * splices both ways without looking further (TLS is not terminated),
+ * but for a host that one of the sandbox's secrets names: that connection
+ * is intercepted (intercept.h), its TLS ended with a certificate of the
+ * daemon's CA, its request's placeholders replaced by the values.
  *
  * Every refusal is one JSON line in the events file: {"time": ms,
  * "type": "egress_denied", "host", "address", "port", "reason"}, reasons
  * "not_allowed" (the policy), "refused_address" (every address of an
- * allowed name was refused), "no_host" (no SNI or Host), "unresolved".
+ * allowed name was refused), "no_host" (no SNI or Host), "unresolved",
+ * "intercept_refused" (a secret's host: a handshake or the request head
+ * was refused; "detail" says why, never with a value).
  * The file stops at RELAY_EVENTS_MAX bytes with one marker line.
  *
  * One relay per sandbox, in its own process (agentbox-net allow), which
@@ -56,9 +61,11 @@ struct relay_config {
 	uint16_t resolver_port;
 	int events_fd; /* O_APPEND, or -1 */
 	bool dns_only; /* open mode: the resolver alone (its policy allows every name) */
+	struct intercept *intercept; /* the secrets' hosts (intercept.h), or NULL */
 };
 
 struct relay;
+struct intercept;
 
 /* Bind the resolver's and the proxy's sockets. 0 or -errno with err. */
 int relay_bind(const struct relay_config *c, struct relay **ret, struct error *err);

@@ -110,7 +110,10 @@ int net_table_render(const struct net_table_config *c, char *buf, size_t size)
 	put(&o, "\tchain postrouting {\n\t\ttype nat hook postrouting priority srcnat; "
 		"policy accept;\n");
 	put(&o, "\t\tip saddr %s oifname != \"%s\" masquerade\n", NET_SUBNET, sb);
-	put(&o, "\t}\n}\n");
+	put(&o, "\t}\n");
+	if (c->run)
+		put(&o, "\tchain %s {\n\t}\n", NET_TABLE_RUN_MARK);
+	put(&o, "}\n");
 
 	put(&o,
 	    "table arp %s {\n\tchain input {\n\t\ttype filter hook input priority filter; "
@@ -167,6 +170,11 @@ int net_table_remove(struct error *err)
 bool net_table_exists(void)
 {
 	return run_nft("list table inet " NET_TABLE "\n", "list", NULL) == 0;
+}
+
+bool net_table_is_run(void)
+{
+	return run_nft("list chain inet " NET_TABLE " " NET_TABLE_RUN_MARK "\n", "list", NULL) == 0;
 }
 
 #define IP_FORWARD "/proc/sys/net/ipv4/ip_forward"

@@ -30,7 +30,8 @@
  * a client fails at once rather than after its timeout.
  *
  * Installing replaces the whole table in one transaction (stale rules of a
- * crashed daemon included); removing takes both tables away. No other
+ * crashed daemon included), so a link is never without the rules while
+ * one owner's table becomes another's; removing takes both tables away. No other
  * table, chain or rule of the host is read or touched. IPv4 forwarding
  * (net.ipv4.ip_forward) must be on for open mode: see
  * net_forwarding_set().
@@ -51,9 +52,17 @@
 #define NET_DNS_PORT	15053		  /* on each gateway: a sandbox's resolver */
 #define NET_RULESET_MAX 8192		  /* bytes of rendered ruleset */
 
+/*
+ * An empty chain, hooked nowhere, in the inet table that agentbox run
+ * installed (through agentbox-net host-up, host.h): it tells run's table
+ * from agentboxd's, which replaces it (without one) when it starts.
+ */
+#define NET_TABLE_RUN_MARK "installed_by_run"
+
 struct net_table_config {
 	const struct cidr *allowed; /* agentboxd --allow-cidr; only IPv4 ones apply */
 	size_t nallowed;
+	bool run; /* installed by agentbox run: with NET_TABLE_RUN_MARK */
 };
 
 /* The ruleset as nft(8) text, into buf. Its length, or -ENOSPC. */
@@ -67,6 +76,9 @@ int net_table_remove(struct error *err);
 
 /* Is agentbox's inet table there? */
 bool net_table_exists(void);
+
+/* Is it there, and agentbox run's (NET_TABLE_RUN_MARK)? */
+bool net_table_is_run(void);
 
 /* net.ipv4.ip_forward of this network namespace: 0 or 1, or -errno. */
 int net_forwarding_get(void);

@@ -34,7 +34,8 @@ static const char *const proc_masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/a
 /* Directories in /proc made read-only. */
 static const char *const proc_readonly[] = {"proc/sys", "proc/irq", "proc/bus", "proc/fs"};
 /* Host /etc entries a default sandbox reads: the loader cache and Debian's alternatives. */
-static const char *const etc_from_host[] = {"ld.so.cache", "alternatives", "localtime"};
+static const char *const etc_from_host[] = {"ld.so.cache", "alternatives", "localtime",
+					    "ssl/certs"};
 
 static int set_attr(const char *path, uint64_t set, unsigned flags)
 {
@@ -121,6 +122,9 @@ static int populate_host(struct error *err)
 	for (size_t i = 0; i < ELEMENTSOF(files); i++)
 		if ((r = create_file_at(AT_FDCWD, files[i].name, files[i].text, 0644)) < 0)
 			return error_set_errno(err, -r, "write %s", files[i].name);
+	/* the host's trusted CAs (their files live under /usr): TLS clients verify */
+	if (mkdir("etc/ssl", 0755) < 0)
+		return error_set_errno(err, errno, "mkdir etc/ssl");
 	for (size_t i = 0; i < ELEMENTSOF(etc_from_host); i++) {
 		char name[64];
 		snprintf(name, sizeof(name), "etc/%s", etc_from_host[i]);

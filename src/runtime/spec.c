@@ -32,7 +32,7 @@ void spec_release(struct spec *spec)
 
 int spec_add_env(struct spec *spec, const char *kv)
 {
-	if (spec->nenv >= SPEC_ENV_MAX)
+	if (spec->nenv >= SPEC_ENV_MAX + SPEC_ENV_ADDED_MAX)
 		return -E2BIG;
 	const char **n = realloc(spec->env, (spec->nenv + 1) * sizeof(*n));
 	if (!n)
@@ -226,7 +226,7 @@ char **spec_build_env(const struct spec *spec)
 	snprintf(home, sizeof(home), "HOME=%s", spec->workdir);
 	const char *defaults[] = {"PATH=" SPEC_DEFAULT_PATH, home, "LANG=" SPEC_DEFAULT_LANG};
 	size_t ndef = sizeof(defaults) / sizeof(defaults[0]);
-	const char *all[SPEC_ENV_MAX + 3];
+	const char *all[SPEC_ENV_MAX + SPEC_ENV_ADDED_MAX + 3];
 	size_t n = 0;
 
 	/* Later entries win: walk defaults then caller values, replacing keys. */

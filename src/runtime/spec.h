@@ -115,7 +115,11 @@ void spec_init(struct spec *spec);
 /* Free the arrays allocated by spec_add_*(). The spec can be reused. */
 void spec_release(struct spec *spec);
 
-/* Append "KEY=VALUE" (checked by spec_validate). 0 or -ENOMEM/-E2BIG. */
+/*
+ * Append "KEY=VALUE" (checked by spec_validate). 0 or -ENOMEM, or -E2BIG
+ * past SPEC_ENV_MAX + SPEC_ENV_ADDED_MAX (a caller bounds its user's own
+ * to SPEC_ENV_MAX).
+ */
 int spec_add_env(struct spec *spec, const char *kv);
 
 /*

@@ -8,6 +8,7 @@
 #include "core/limits.h"
 #include "core/task.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -266,6 +267,26 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 	return last && r->offset == durable ? 1 : 0;
 }
 
+/*
+ * End an attempt in the store; when that ends the task, its secret values
+ * (core/layout.h's LAYOUT_SECRETS) go: no later attempt needs them.
+ */
+static int end_attempt(struct sched *s, const char *id, uint32_t attempt, enum task_status end,
+		       int exit_code, const char *error, struct error *err)
+{
+	enum task_status status = TASK_RUNNING;
+	int r = store_task_end_attempt(s->st, id, attempt, end, exit_code, error, now_ms(s),
+				       &status, err);
+	char dir[PATH_MAX], path[PATH_MAX + sizeof(LAYOUT_SECRETS)];
+	if (r == 0 && task_status_is_final(status) &&
+	    layout_task_dir(dir, sizeof(dir), s->cfg.state_dir, id) == 0) {
+		snprintf(path, sizeof(path), "%s/%s", dir, LAYOUT_SECRETS);
+		(void)truncate(path, 0);
+		(void)unlink(path);
+	}
+	return r;
+}
+
 /* Read result.json of r's attempt: -ENOENT while the attempt has not ended. */
 static int read_result(struct sched *s, struct running *r, enum task_status *end, int *exit_code,
 		       char **error)
@@ -313,8 +334,7 @@ static int finish(struct sched *s, struct running *r, struct error *err)
 		error = strdup(rr == -ENOENT ? "the supervisor ended without a result"
 					     : "the attempt's result.json is unreadable");
 	}
-	rr = store_task_end_attempt(s->st, r->id, r->attempt, end, exit_code, error, now_ms(s),
-				    NULL, err);
+	rr = end_attempt(s, r->id, r->attempt, end, exit_code, error, err);
 	if (rr == -ESTALE)
 		rr = 0; /* recorded already, by an earlier run of ours */
 	return rr;
@@ -482,8 +502,7 @@ static int claim_and_start(struct sched *s, struct error *err)
 		if (start_attempt(s, &t, fit.memory, &serr) < 0) {
 			release_memory(s, fit.memory);
 			/* this attempt never ran: it is lost, and retried if the task allows */
-			(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
-						     serr.msg, now_ms(s), NULL, err);
+			(void)end_attempt(s, t.id, t.attempt, TASK_LOST, -1, serr.msg, err);
 		}
 		task_release(&t);
 	}
@@ -584,8 +603,8 @@ static int restart_unstarted(struct sched *s, struct error *err)
 				(void)s->cfg.admit(s->cfg.data, memory, true);
 			if (start_attempt(s, &t, memory, &serr) < 0) {
 				release_memory(s, memory);
-				(void)store_task_end_attempt(s->st, t.id, t.attempt, TASK_LOST, -1,
-							     serr.msg, now_ms(s), NULL, &serr);
+				(void)end_attempt(s, t.id, t.attempt, TASK_LOST, -1, serr.msg,
+						  &serr);
 			}
 		}
 		task_release(&t);
@@ -593,8 +612,44 @@ static int restart_unstarted(struct sched *s, struct error *err)
 	return 0;
 }
 
+/*
+ * The secrets' files that outlived their task: a daemon that died after a
+ * task's end was stored and before its file went, or between the API's
+ * writing one and storing its task (no task then: its directory goes too).
+ */
+static void sweep_secrets(struct sched *s)
+{
+	char dir[PATH_MAX];
+	if (layout_state_file(dir, sizeof(dir), s->cfg.state_dir, LAYOUT_TASKS) < 0)
+		return;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char path[PATH_MAX + 2 * NAME_MAX];
+		struct task t = {0};
+		struct error ignored = {0};
+		if (de->d_name[0] == '.' || strlen(de->d_name) >= TASK_ID_SIZE)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/%s", dir, de->d_name, LAYOUT_SECRETS);
+		if (access(path, F_OK) < 0)
+			continue;
+		int r = store_task_get(s->st, de->d_name, &t, &ignored);
+		if (r == -ENOENT || (r == 0 && task_status_is_final(t.status))) {
+			(void)truncate(path, 0);
+			(void)unlink(path);
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			if (r == -ENOENT)
+				(void)rmdir(path);
+		}
+		task_release(&t);
+	}
+	if (d)
+		closedir(d);
+}
+
 int sched_recover(struct sched *s, struct error *err)
 {
+	sweep_secrets(s);
 	char after[TASK_ID_SIZE] = "";
 	for (;;) {
 		size_t before = s->nrun;

@@ -39,8 +39,18 @@ int dir_load(struct shim *s, struct error *err)
 		return error_set_errno(err, errno, "the sandbox's directory");
 	dir[n] = '\0';
 	snprintf(s->network_log, sizeof(s->network_log), "%s/%s", dir, LAYOUT_NETWORK_LOG);
-	int r = spec_json_network(json_object_get(spec, "network"), json_object_get(root, "egress"),
-				  s->network_log, &s->net, &s->spec, err);
+	/* the secrets' values: opened for the proxy, never read here (the sandbox's init
+	 * is cloned from this process), and gone from the disk before it starts */
+	char secrets[4200];
+	snprintf(secrets, sizeof(secrets), "%s/%s", dir, LAYOUT_SECRETS);
+	int secrets_fd = 0;
+	int r = spec_json_secrets(spec, secrets, true, &secrets_fd, err);
+	if (r == 0 &&
+	    (r = spec_json_network(json_object_get(spec, "network"),
+				   json_object_get(root, "egress"), secrets_fd, s->network_log,
+				   &s->net, &s->spec, err)) < 0 &&
+	    secrets_fd > 0)
+		close(secrets_fd);
 	if (r == 0)
 		r = spec_json_env(json_object_get(spec, "env"), 0, "sandbox.json: spec.env",
 				  &s->spec_env, err);

@@ -62,7 +62,7 @@ int op_network(struct shim *s, struct conn *c, json_t *req, int fd, struct error
 		return error_set(err, EEXIST, "the sandbox has a network already");
 	struct spec net = {0};
 	int r = spec_json_network(json_object_get(req, "network"), json_object_get(req, "egress"),
-				  s->network_log, &s->net, &net, err);
+				  0, s->network_log, &s->net, &net, err);
 	if (r < 0)
 		return r;
 	if (!net.network_attach)

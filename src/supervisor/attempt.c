@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
@@ -108,10 +109,20 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	a->attempt = (uint32_t)json_integer_value(attempt);
 	spec_json_limits(json_object_get(spec, "limits"), &a->spec);
 	snprintf(a->network_log, sizeof(a->network_log), "%s/%s", dir, LAYOUT_NETWORK_LOG);
+	/* the task's secrets, kept beside its attempts until it ends */
+	char secrets[PATH_MAX];
+	snprintf(secrets, sizeof(secrets), "%s/../%s", dir, LAYOUT_SECRETS);
+	int secrets_fd = 0;
+	if ((r = spec_json_secrets(spec, secrets, false, &secrets_fd, err)) < 0)
+		return r;
 	if ((r = spec_json_network(json_object_get(spec, "network"),
-				   json_object_get(root, "egress"), a->network_log, &a->net,
-				   &a->spec, err)) < 0 ||
-	    (r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
+				   json_object_get(root, "egress"), secrets_fd, a->network_log,
+				   &a->net, &a->spec, err)) < 0) {
+		if (secrets_fd > 0)
+			close(secrets_fd);
+		return r;
+	}
+	if ((r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
 	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
 	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
 		return r;
@@ -128,14 +139,15 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	    (struct volume){.host = a->state_path, .target = ATTEMPT_STATE_TARGET, .image = image};
 	a->volumes[1] =
 	    (struct volume){.host = a->progress_fifo, .target = ATTEMPT_PROGRESS_TARGET};
-	a->spec.volumes = NULL;
+	/* after those the network added (the CA of a task with secrets) */
 	for (size_t i = 0; i < 2; i++) {
-		struct volume *n = realloc(a->spec.volumes, (i + 1) * sizeof(*n));
+		size_t k = a->spec.nvolumes;
+		struct volume *n = realloc(a->spec.volumes, (k + 1) * sizeof(*n));
 		if (!n)
 			return error_set(err, ENOMEM, "out of memory");
-		n[i] = a->volumes[i];
+		n[k] = a->volumes[i];
 		a->spec.volumes = n;
-		a->spec.nvolumes = i + 1;
+		a->spec.nvolumes = k + 1;
 	}
 	return 0;
 }

@@ -42,6 +42,8 @@ struct spec_network {
 	char *events;	  /* allow: the relay's refusals go here (LAYOUT_NETWORK_LOG) */
 	char **extra;	  /* "--rate", "MBIT" (a cap), "--resolver", "ADDR:PORT",
 			     "--allow-cidr", "CIDR", ...: what applies; NULL-terminated */
+	int secrets_fd;	  /* the secrets' file (spec_json_secrets()), owned; 0: none */
+	char *ca_volume;  /* "CA_PUBLIC:MOUNT:ro": the daemon's CA, for a sandbox with secrets */
 	pid_t relay;	  /* the relay (agentbox-net), once started; 0 before */
 	char host_if[16]; /* the link's host end, once attached: its counters are the bytes */
 };
@@ -50,15 +52,31 @@ struct spec_network {
  * The network the spec's "network" asks for ({"mode": "none" | "open" |
  * "allow", ...}; absent: none), with the host's "egress" settings the
  * daemon wrote beside the spec ({"resolver": "ADDR:PORT", "allow_cidr":
- * [...]}; NULL: none). For open and allow, *net is filled and s's
+ * [...], "ca_dir", "ca_public", "ca_mount", "upstream_cacert"}; NULL:
+ * none). secrets_fd (spec_json_secrets(); 0: none) becomes net's on
+ * success: the proxy gets it as fd 4 (never in argv) and the CA's
+ * directory (--ca), and s gets the CA's public files as a read-only
+ * volume at ca_mount. For open and allow, *net is filled and s's
  * network_attach is spec_network_attach() with net as its argument:
  * agentbox-net (src/network/main.c), from next to this executable, makes
  * the link and stays as the sandbox's relay (open: its resolver; allow:
  * its resolver and proxy, writing refusals to events). 0 or
  * -EINVAL/-ENOMEM with err.
  */
-int spec_json_network(const json_t *network, const json_t *egress, const char *events,
-		      struct spec_network *net, struct spec *s, struct error *err);
+int spec_json_network(const json_t *network, const json_t *egress, int secrets_fd,
+		      const char *events, struct spec_network *net, struct spec *s,
+		      struct error *err);
+
+/*
+ * When spec has "secrets": their values' 0600 file at path (core/layout.h's
+ * LAYOUT_SECRETS), opened for the proxy, into *ret_fd (0 when spec has
+ * none). The launcher never reads it: nothing of the values is ever in
+ * its memory, which the sandbox's init is cloned from. consume: the file
+ * is removed once open (the shim: its sandbox is started once). 0, or
+ * -ENOENT / -EINVAL with err.
+ */
+int spec_json_secrets(const json_t *spec, const char *path, bool consume, int *ret_fd,
+		      struct error *err);
 
 /* spec->network_attach: arg is the struct spec_network. */
 int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err);

@@ -497,7 +497,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._json_body(req)
         if body is None:
             return None
-        if not self._check_fields(body, {"limits", "timeout_s", "env", "metadata"}):
+        if not self._check_fields(body, {"limits", "timeout_s", "env", "metadata", "network"}):
             return None
         if not self._timeout_ok(body, 604800):
             return None

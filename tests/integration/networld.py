@@ -33,7 +33,9 @@ def ip(*args, check=True):
 
 # The fake internet's servers: HTTP on every address of "inet" (port 80),
 # HTTPS (443, a certificate for *.test), a UDP canary (9999), and DNS for
-# NAMES on 198.51.100.1:53. Each logs one JSON line per thing that reached it.
+# NAMES on 198.51.100.1:53. Each logs one JSON line per thing that reached it
+# (with its Authorization header, if any); a path under /echo answers with
+# that header in its body, as a careless API might.
 NAMES = {**{f"site{i}.test": ["203.0.113.10"] for i in range(1, 31)},
          "forbidden.test": ["203.0.113.20"], "api.secret.test": ["203.0.113.30"],
          "rebind.test": ["10.77.0.1"], "meta.test": ["169.254.169.254"],
@@ -100,8 +102,13 @@ class H(http.server.BaseHTTPRequestHandler):
                  "from": self.client_address[0]}
         if tls:
             entry["sni"] = getattr(self.connection, "sni", None)
+        auth = self.headers.get("Authorization")
+        if auth is not None:
+            entry["authorization"] = auth
         log.write(json.dumps(entry) + "\n")
         body = b"page " + self.path.encode() + b"\n"
+        if self.path.startswith("/echo"):  # a server that echoes a secret back
+            body += b"you sent: " + (auth or "").encode() + b"\n"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -152,7 +159,9 @@ class World:
         self.check_sealed()
         cert, key = self.dir / "cert.pem", self.dir / "key.pem"
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                        "-subj", "/CN=fake internet", "-addext", "subjectAltName=DNS:*.test",
+                        "-subj", "/CN=fake internet",
+                        # OpenSSL matches no wildcard of one label: api.secret.test by name
+                        "-addext", "subjectAltName=DNS:*.test,DNS:api.secret.test",
                         "-keyout", str(key), "-out", str(cert)], check=True,
                        capture_output=True)
         self.server = subprocess.Popen([*self.netns(i), sys.executable, "-c", SERVER,

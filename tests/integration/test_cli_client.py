@@ -114,12 +114,34 @@ def test_submit_fractional_timeout_and_whole_cpus(fake):
     (["--memory"], "option '--memory' needs a value"),
     ([], "no command given"),
     (["--"], "no command given"),
+    (["--network", "bogus", "--", "true"], "--network: 'bogus' is not none, open or allow:"),
+    (["--network-rate", "0", "--network", "open", "--", "true"],
+     "--network-rate: '0' is not a number from 1 to 100000 (Mbit/s)"),
+    (["--network", "open", "--network-rate", "100001", "--", "true"],
+     "--network-rate: '100001' is not a number from 1 to 100000"),
+    (["--network", "none", "--network-rate", "5", "--", "true"],
+     "--network-rate: only with --network open or allow:"),
+    (["--network-rate", "5", "--network", "none", "--", "true"],
+     "--network-rate: only with --network open or allow:"),
+    (["--network-rate", "5", "--", "true"], "--network-rate: only with --network open or allow:"),
 ])
 def test_submit_bad_input_sends_nothing(fake, args, needle):
     p = cli(fake, "submit", *args)
     assert p.returncode == 125
     assert needle in one_line_error(p, "submit")
     assert fake.requests == []
+
+
+def test_submit_network_and_its_rate_in_either_order(fake):
+    for args in (["--network", "open", "--network-rate", "20"],
+                 ["--network-rate", "20", "--network", "allow:A.example.com"],
+                 ["--network", "open", "--network-rate", "3", "--network-rate", "20"]):
+        p = cli(fake, "submit", *args, "--", "true")
+        assert p.returncode == 0, p.stderr
+    bodies = [r.json()["network"] for r in fake.requests_to("POST", "/v1/tasks")]
+    assert bodies == [{"mode": "open", "rate_mbit": 20},
+                      {"mode": "allow", "allow": ["a.example.com"], "rate_mbit": 20},
+                      {"mode": "open", "rate_mbit": 20}]
 
 
 def test_submit_file_limits(fake, tmp_path):

@@ -120,6 +120,13 @@ def test_create_converts_every_option(fake):
     assert isinstance(body["timeout_s"], int)
 
 
+def test_create_network_with_a_rate(fake):
+    p = cli(fake.path, "sandbox", "create", "--network-rate", "50", "--network", "open")
+    assert p.returncode == 0, p.stderr
+    body = fake.requests_to("POST", "/v1/sandboxes")[0].json()
+    assert body == {"network": {"mode": "open", "rate_mbit": 50}}
+
+
 def test_create_timeout_in_whole_seconds(fake):
     p = cli(fake.path, "sandbox", "create", "--timeout", "1500ms", "--cpus", "2")
     assert p.returncode == 0, p.stderr
@@ -141,6 +148,9 @@ def test_create_timeout_in_whole_seconds(fake):
     (["--bogus"], "unknown option '--bogus' (see agentbox sandbox create --help)"),
     (["--memory"], "option '--memory' needs a value"),
     (["extra"], "unexpected argument 'extra'"),
+    (["--network-rate", "0", "--network", "open"], "--network-rate: '0' is not a number"),
+    (["--network", "none", "--network-rate", "5"], "--network-rate: only with --network"),
+    (["--network-rate", "5"], "--network-rate: only with --network open or allow:"),
 ])
 def test_create_bad_options_send_nothing(fake, args, needle):
     p = cli(fake.path, "sandbox", "create", *args)

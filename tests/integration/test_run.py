@@ -27,7 +27,8 @@ import helpers
     (["--memory", "1k", "--", "true"], "--memory: must be between"),
     (["--env", "NOEQUALS", "--", "true"], "--env 'NOEQUALS': expected KEY=VALUE"),
     (["--workdir", "/proc", "--", "true"], "--workdir: '/proc' is reserved"),
-    (["--network", "host", "--", "true"], "--network: 'host' is not supported"),
+    (["--network", "host", "--", "true"], "--network: 'host' is not none, open or allow:"),
+    (["--network-rate", "5", "--", "true"], "--network-rate: only with --network open or allow"),
     (["--memory"], "needs a value"),
 ])
 def test_bad_input_exits_125_with_one_line_and_creates_nothing(args, needle):

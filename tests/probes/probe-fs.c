@@ -129,10 +129,10 @@ static bool has_opt(const char *opts, const char *name)
 static char probe_dir[PATH_MAX];
 
 /* Host /etc entries the runtime binds read-only on purpose (the loader cache, Debian's
- * alternatives). */
-static const char *const etc_from_host[] = {"/etc/ld.so.cache", "/etc/ld.so.conf",
+ * alternatives, the trusted CAs' public certificates). */
+static const char *const etc_from_host[] = {"/etc/ld.so.cache",	 "/etc/ld.so.conf",
 					    "/etc/ld.so.conf.d", "/etc/alternatives",
-					    "/etc/localtime"};
+					    "/etc/localtime",	 "/etc/ssl/certs"};
 
 static bool allowed_volume(const char *mp)
 {

@@ -153,6 +153,35 @@ static void test_install_replace_remove(void **state)
 	assert_int_equal(net_table_remove(&err), 0);
 }
 
+/* agentbox run's table carries its mark; agentboxd's, replacing it, does not. */
+static void test_run_mark(void **state)
+{
+	(void)state;
+	char buf[NET_RULESET_MAX];
+	struct net_table_config c = {.run = true};
+	assert_true(net_table_render(&c, buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, "\tchain " NET_TABLE_RUN_MARK " {\n\t}\n}\ntable arp"));
+	c.run = false;
+	assert_true(net_table_render(&c, buf, sizeof(buf)) > 0);
+	assert_null(strstr(buf, NET_TABLE_RUN_MARK));
+	if (!in_own_netns)
+		skip();
+	struct error err = {0};
+	assert_false(net_table_is_run());
+	c.run = true;
+	if (net_table_install(&c, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_true(net_table_exists());
+	assert_true(net_table_is_run());
+	c.run = false;
+	if (net_table_install(&c, &err) < 0) /* agentboxd takes it over */
+		fail_msg("%s", err.msg);
+	assert_true(net_table_exists());
+	assert_false(net_table_is_run());
+	assert_int_equal(net_table_remove(&err), 0);
+	assert_false(net_table_is_run());
+}
+
 static void test_forwarding_toggles(void **state)
 {
 	(void)state;
@@ -377,6 +406,7 @@ int main(void)
 	    cmocka_unit_test(test_render_names_every_part),
 	    cmocka_unit_test(test_refused_set_matches_addr_classes),
 	    cmocka_unit_test(test_render_allowed_and_small_buffer),
+	    cmocka_unit_test(test_run_mark),
 	    cmocka_unit_test(test_install_replace_remove),
 	    cmocka_unit_test(test_forwarding_toggles),
 	    cmocka_unit_test(test_link_for_slot),

@@ -472,6 +472,30 @@ static void test_env_names(void **state)
 	assert_false(env_name_is_valid("A", 0));
 }
 
+/* ---- parse_ipv4_port ------------------------------------------------------ */
+
+static void test_ipv4_port(void **state)
+{
+	(void)state;
+	uint32_t a = 0;
+	uint16_t port = 0;
+	assert_int_equal(parse_ipv4_port("198.51.100.1", 53, &a, &port), 0);
+	assert_int_equal(a, 0xc6336401u);
+	assert_int_equal(port, 53);
+	assert_int_equal(parse_ipv4_port("10.0.0.2:5353", 53, &a, &port), 0);
+	assert_int_equal(a, 0x0a000002u);
+	assert_int_equal(port, 5353);
+	static const char *const bad[] = {
+	    "",	       ":53", "10.0.0.2:", "10.0.0.2:0",  "10.0.0.2:65536", "10.0.0.2:+5",
+	    "10.1",    "::1", "[::1]:53",  "dns.example", "10.0.0.2:5:3",   "10.0.0.256",
+	    "1.2.3.4 "};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		a = 7;
+		assert_int_equal(parse_ipv4_port(bad[i], 53, &a, &port), -EINVAL);
+		assert_int_equal(a, 7); /* untouched */
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -494,6 +518,7 @@ int main(void)
 	    cmocka_unit_test(test_keyed_last_line_without_newline),
 	    cmocka_unit_test(test_keyed_absent_and_malformed),
 	    cmocka_unit_test(test_env_names),
+	    cmocka_unit_test(test_ipv4_port),
 	    cmocka_unit_test_setup_teardown(test_create_and_read, scratch_setup, scratch_teardown),
 	    cmocka_unit_test_setup_teardown(test_write_file_at, scratch_setup, scratch_teardown),
 	    cmocka_unit_test_setup_teardown(test_read_file_at_bounds, scratch_setup,

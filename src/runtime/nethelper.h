@@ -1,0 +1,87 @@
+/*
+ * nethelper.h - a launcher's side of agentbox-net (src/network/main.c),
+ * the helper that does what needs libmnl and libnftables for the
+ * launchers that are static and cannot load them: the supervisor and the
+ * shim (through supervisor/spec-json.h) and agentbox run.
+ *
+ * agentbox-net is found next to the running executable, or, in the build
+ * tree, in src/network/ beside the executable's directory.
+ *
+ *	nethelper_attach()  a spec->network_attach hook: forks agentbox-net
+ *	                    open|allow SLOT with init's pidfd as fd 3 (and the
+ *	                    secrets' file, if any, as fd 4), waits
+ *	                    for its "ready IFNAME" line, and leaves it running
+ *	                    as the sandbox's relay; it ends by itself when init
+ *	                    does, or when its launcher dies (a death signal)
+ *	nethelper_run()     one of its short subcommands (host-up, host-down),
+ *	                    run to its end
+ *
+ * Both only fork, exec and read a pipe: they may be called between
+ * sandbox_start()'s clone and its go, by a single-threaded launcher. The
+ * child's stdout and stderr are a pipe to us; every fd of the caller but
+ * stdin (and the pidfd, as fd 3) must be O_CLOEXEC.
+ */
+#ifndef AGENTBOX_RUNTIME_NETHELPER_H
+#define AGENTBOX_RUNTIME_NETHELPER_H
+
+#include "base/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NETHELPER_IFNAME_MAX 16	 /* IFNAMSIZ: a link's host end, "abo<slot>" or "aba<slot>" */
+#define NETHELPER_ARGS_MAX   160 /* agentbox-net's argv: 17 + 2 per --allow-cidr (64 at most) */
+
+/*
+ * One sandbox's link. What is asked for is the caller's: the strings must
+ * outlive the attach. What the attach found is written only on success.
+ */
+struct nethelper_link {
+	bool allow;	    /* allow mode; else open */
+	const char *policy; /* allow: the "network" policy, as JSON (egress/policy.h) */
+	const char *events; /* allow: the file the relay appends its refusals to */
+	char *const *extra; /* more options ("--rate", "MBIT", "--resolver", ...), NULL-
+			       terminated; NULL for none */
+	int secrets_fd;	    /* allow: a readable fd of the secrets' private form, at its
+			       start, handed on as fd 4 (--secrets-fd 4); 0 (never
+			       such a file: stdin) for none. Borrowed */
+	pid_t relay;	    /* the relay (agentbox-net), once attached; 0 before */
+	char host_if[NETHELPER_IFNAME_MAX]; /* the link's host end, once attached */
+};
+
+/*
+ * spec->network_attach: arg is a struct nethelper_link. 0, or -errno with
+ * err ("network: " and agentbox-net's own message); on failure the helper
+ * is killed and reaped, and nothing of the link is left (agentbox-net
+ * removes what it made before it says anything else).
+ */
+int nethelper_attach(void *arg, int pidfd, unsigned slot, struct error *err);
+
+/*
+ * Run agentbox-net with args (its argv after the program name, NULL-
+ * terminated) and wait for its end. The first line it printed goes into
+ * out (NUL-terminated, without its newline; may be NULL). 0 when it
+ * exited 0; else -EIO with err ("network: " and the line it printed, or
+ * how it ended), or -errno when it could not be started.
+ */
+int nethelper_run(const char *const *args, char *out, size_t size, struct error *err);
+
+/*
+ * Wait up to wait_ms for a relay to end by itself (it does once its
+ * sandbox's init has), then kill it; reap it either way. relay <= 0 is
+ * nothing to do.
+ */
+void nethelper_reap(pid_t relay, unsigned wait_ms);
+
+/*
+ * The bytes a sandbox received (*ret_in) and sent (*ret_out) through its
+ * link, from its two ends' counters: host_if's in this process's network
+ * namespace, and eth0's through /proc/<init_pid> (code inside has no way
+ * to change either). 0, -ENODEV when host_if is empty (no link yet),
+ * -ENOENT once the link is gone, or -errno.
+ */
+int nethelper_bytes(const char *host_if, pid_t init_pid, uint64_t *ret_in, uint64_t *ret_out);
+
+#endif
