@@ -130,7 +130,7 @@ int api_store_error(struct api_call *c, int r, const struct error *se);
  * the host (503 network_unavailable when it cannot).
  */
 int api_check_network(struct api_call *c, int mode);
-/* 503 network_unavailable, naming "secrets", when has_secrets and this daemon has no CA. */
+/* 503 network_unavailable, naming "secrets", when has_secrets and the CA cannot be readied. */
 int api_check_secrets(struct api_call *c, bool has_secrets);
 
 /*

@@ -215,8 +215,12 @@ struct api_ctx {
 	 * NULL: this daemon gives sandboxes no network (503).
 	 */
 	int (*network_ready)(void *data, struct error *err);
-	/* Why secrets cannot be served (503 naming "secrets"), or NULL: they can. */
-	const char *secrets_unavailable;
+	/*
+	 * Called before a task or sandbox with secrets is admitted: ready the
+	 * CA their proxy signs with. 0, or -errno with err (503 naming
+	 * "secrets"). NULL: this daemon takes no secrets (503).
+	 */
+	int (*secrets_ready)(void *data, struct error *err);
 	/* Called after a task was stored as queued (wake the scheduler). */
 	void (*task_submitted)(void *data);
 	/* Called when a running task was asked to cancel (the scheduler kills it). */

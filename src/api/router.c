@@ -458,9 +458,14 @@ int api_check_network(struct api_call *c, int mode)
 
 int api_check_secrets(struct api_call *c, bool has_secrets)
 {
-	if (has_secrets && c->ctx->secrets_unavailable)
-		return api_error_set(c->err, API_ERR_NETWORK_UNAVAILABLE, "secrets", "%s",
-				     c->ctx->secrets_unavailable);
+	if (!has_secrets)
+		return 0;
+	struct error err = {0};
+	if (!c->ctx->secrets_ready)
+		return api_error_set(c->err, API_ERR_NETWORK_UNAVAILABLE, "secrets",
+				     "this agentboxd takes no secrets");
+	if (c->ctx->secrets_ready(c->ctx->hook_data, &err) < 0)
+		return api_error_set(c->err, API_ERR_NETWORK_UNAVAILABLE, "secrets", "%s", err.msg);
 	return 0;
 }
 

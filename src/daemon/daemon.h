@@ -140,12 +140,16 @@ int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err)
 
 /*
  * The CA that signs the proxy's certificates for secrets' hosts
- * (network/intercept.h), made in <state>/egress-ca at the first start, and
- * where launchers find it, into egress (the "egress" object launchers
- * get): "ca_dir", "ca_public", "ca_mount", and "upstream_cacert" with
- * --egress-cacert. 0, or -errno (logged).
+ * (network/intercept.h), in <state>/egress-ca. egress_ca: where launchers
+ * find it, into egress (the "egress" object launchers get): "ca_dir",
+ * "ca_public", "ca_mount", and "upstream_cacert" with --egress-cacert;
+ * 0 or -ENOMEM / -ENAMETOOLONG. secrets_ready: the API's hook, before a
+ * task or sandbox with secrets is admitted: makes the CA the first time
+ * (once per run of the daemon, so a start never waits for it), and
+ * keeps the bundle of the host's CAs in step. 0, or -errno with err.
  */
 int daemon_egress_ca(struct daemon *d, json_t *egress);
+int daemon_secrets_ready(void *data, struct error *err);
 
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);

@@ -537,9 +537,8 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 		json_object_set_new(egress, "allow_cidr", cidrs);
 	if (egress && d->cfg.resolver)
 		json_object_set_new(egress, "resolver", json_string(d->cfg.resolver));
-	d->secrets_ready = egress && daemon_egress_ca(d, egress) == 0;
-	if (!d->secrets_ready)
-		log_line(NULL, "no CA for secrets: tasks and sandboxes with secrets are refused");
+	if (egress && daemon_egress_ca(d, egress) < 0)
+		json_decref(TAKE_PTR(egress));
 	run->egress_json = egress ? json_dumps(egress, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(egress);
 	if (!run->egress_json)

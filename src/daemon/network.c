@@ -122,18 +122,16 @@ int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err)
 	return 0;
 }
 
+static int ca_dir(const struct daemon *d, char *buf, size_t size)
+{
+	return layout_state_file(buf, size, d->cfg.state_dir, LAYOUT_EGRESS_CA);
+}
+
 int daemon_egress_ca(struct daemon *d, json_t *egress)
 {
 	char dir[4096], pub[4200];
-	struct error err = {0};
-	if (layout_state_file(dir, sizeof(dir), d->cfg.state_dir, LAYOUT_EGRESS_CA) < 0)
+	if (ca_dir(d, dir, sizeof(dir)) < 0)
 		return -ENAMETOOLONG;
-	/* the host's trusted CAs where its OpenSSL keeps them, then ours */
-	int r = intercept_ca_ensure(dir, NULL, &err);
-	if (r < 0) {
-		fprintf(stderr, "agentboxd: %s\n", err.msg);
-		return r;
-	}
 	snprintf(pub, sizeof(pub), "%s/%s", dir, INTERCEPT_CA_PUBLIC);
 	if (json_object_set_new(egress, "ca_dir", json_string(dir)) < 0 ||
 	    json_object_set_new(egress, "ca_public", json_string(pub)) < 0 ||
@@ -142,4 +140,19 @@ int daemon_egress_ca(struct daemon *d, json_t *egress)
 	     json_object_set_new(egress, "upstream_cacert", json_string(d->cfg.egress_cacert)) < 0))
 		return -ENOMEM;
 	return 0;
+}
+
+int daemon_secrets_ready(void *data, struct error *err)
+{
+	struct daemon *d = data;
+	char dir[4096];
+	if (ca_dir(d, dir, sizeof(dir)) < 0)
+		return error_set(err, ENAMETOOLONG, "the state directory's path is too long");
+	int r = 0;
+	pthread_mutex_lock(&d->network_lock);
+	/* the host's trusted CAs where its OpenSSL keeps them, then ours */
+	if (!d->secrets_ready && (r = intercept_ca_ensure(dir, NULL, err)) == 0)
+		d->secrets_ready = true;
+	pthread_mutex_unlock(&d->network_lock);
+	return r;
 }

@@ -400,7 +400,7 @@ static void make_ctx(struct listener *l, struct api_ctx *ctx)
 	    .fleet_ops = &fleet_shim_ops,
 	    .fleet = l->d->fleet,
 	    .network_ready = daemon_network_ready,
-	    .secrets_unavailable = l->d->secrets_ready ? NULL : "agentboxd has no CA for secrets",
+	    .secrets_ready = daemon_secrets_ready,
 	    .task_submitted = on_task_submitted,
 	    .task_cancel_requested = on_cancel_requested,
 	    .hook_data = l->d,

@@ -369,3 +369,52 @@ int net_link_bytes(const char *host_if, uint64_t *ret_in, uint64_t *ret_out, str
 	*ret_out = b.rx;
 	return 0;
 }
+
+struct route_type {
+	unsigned char type;
+	bool found;
+};
+
+static int route_msg(const struct nlmsghdr *nlh, void *data)
+{
+	struct route_type *t = data;
+	if (nlh->nlmsg_type == RTM_NEWROUTE &&
+	    mnl_nlmsg_get_payload_len(nlh) >= sizeof(struct rtmsg)) {
+		const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+		t->type = rtm->rtm_type;
+		t->found = true;
+	}
+	return MNL_CB_OK;
+}
+
+bool net_addr_is_local(uint32_t addr)
+{
+	struct mnl_socket *nl = open_route_socket();
+	if (!nl)
+		return true; /* cannot tell: refuse */
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_GETROUTE;
+	nlh->nlmsg_flags = NLM_F_REQUEST;
+	nlh->nlmsg_seq = 1;
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = AF_INET;
+	rtm->rtm_dst_len = 32;
+	rtm->rtm_flags = RTM_F_LOOKUP_TABLE;
+	mnl_attr_put_u32(nlh, RTA_DST, htonl(addr));
+	struct route_type t = {0};
+	bool local = true;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) >= 0) {
+		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		int r =
+		    n < 0 ? -1
+			  : mnl_cb_run(buf, (size_t)n, 1, mnl_socket_get_portid(nl), route_msg, &t);
+		if (r < 0 && (errno == ENETUNREACH || errno == EHOSTUNREACH))
+			local = false; /* no route at all: not ours */
+		else if (r >= 0 && t.found)
+			local = t.type == RTN_LOCAL || t.type == RTN_BROADCAST ||
+				t.type == RTN_MULTICAST;
+	}
+	mnl_socket_close(nl);
+	return local;
+}

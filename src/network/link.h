@@ -84,4 +84,15 @@ int net_link_remove(const char *host_if, struct error *err);
  */
 int net_link_bytes(const char *host_if, uint64_t *ret_in, uint64_t *ret_out, struct error *err);
 
+/*
+ * Does the host take addr (host byte order) as its own? Asked of the
+ * kernel's routing (RTM_GETROUTE): a local or broadcast route, so an
+ * address of an interface and every address of a local route (AnyIP:
+ * "ip route add local 198.51.100.0/24 dev lo") are the host's. true too
+ * when the kernel cannot be asked (the caller refuses what it cannot
+ * tell). Any user may ask; the calling thread's network namespace is the
+ * one asked about.
+ */
+bool net_addr_is_local(uint32_t addr);
+
 #endif

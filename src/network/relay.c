@@ -22,7 +22,6 @@
 #include <arpa/nameser.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <jansson.h>
 #include <linux/netfilter_ipv4.h>
 #include <netdb.h>
@@ -100,19 +99,6 @@ static void event(struct relay *r, const char *host, uint32_t addr, uint16_t por
 
 /* ---- which addresses a sandbox may reach ----------------------------------- */
 
-static bool is_host_address(uint32_t a)
-{
-	struct ifaddrs *list;
-	if (getifaddrs(&list) < 0)
-		return true; /* cannot tell: refuse */
-	bool found = false;
-	for (struct ifaddrs *i = list; i && !found; i = i->ifa_next)
-		found = i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-			ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr) == a;
-	freeifaddrs(list);
-	return found;
-}
-
 /* Why a may not be reached, or NULL. */
 static const char *refusal(const struct relay *r, uint32_t a)
 {
@@ -126,7 +112,7 @@ static const char *refusal(const struct relay *r, uint32_t a)
 		return "sandbox"; /* even when --allow-cidr covers the sandboxes' subnet */
 	if (!addr_is_reachable(&x, r->c.allowed, r->c.nallowed, &why))
 		return addr_class_name(why);
-	if (is_host_address(a))
+	if (net_addr_is_local(a)) /* its addresses, and any local route's (AnyIP) */
 		return "host";
 	return NULL;
 }

@@ -55,7 +55,7 @@ struct supervisor {
 	const struct attempt *a;
 	struct sandbox *sb;	      /* while it runs */
 	uint64_t network_read;	      /* bytes of the relay's events file journaled */
-	uint64_t bytes_in, bytes_out; /* the link's counters, last read */
+	uint64_t bytes_in, bytes_out; /* the link's counters, the most read */
 };
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -142,8 +142,10 @@ static void on_tick(void *data)
 	/* only while the sandbox runs: once it has ended, its link's name may be another's */
 	if (s->sb && s->a && s->a->net.host_if[0] &&
 	    spec_network_bytes(&s->a->net, sandbox_init_pid(s->sb), &in, &out) == 0) {
-		s->bytes_in = in;
-		s->bytes_out = out;
+		/* counters only grow: a read as the link goes (its peer gone, eth0's
+		 * namespace with it) may see less, never more */
+		s->bytes_in = in > s->bytes_in ? in : s->bytes_in;
+		s->bytes_out = out > s->bytes_out ? out : s->bytes_out;
 	}
 	pump_network(s);
 	keep_error(s, journal_sync(&s->output));

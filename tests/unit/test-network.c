@@ -11,6 +11,8 @@
 #include "runtime/spec.h" /* SANDBOX_RESOLVER: a constant, nothing linked */
 
 #include <arpa/inet.h>
+#include <libmnl/libmnl.h>
+#include <linux/rtnetlink.h>
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -302,6 +304,10 @@ static void test_link_attach_carries_and_goes(void **state)
 	assert_int_equal(ntohl(from.sin_addr.s_addr), l.address);
 	close(s);
 
+	/* the gateway is the host's own address; the sandbox's is not */
+	assert_true(net_addr_is_local(l.gateway));
+	assert_false(net_addr_is_local(l.address));
+
 	uint64_t in = 0, out = 0;
 	assert_int_equal(net_link_bytes(l.host_if, &in, &out, &err), 0);
 	assert_true(in >= 5 + 28 && out >= 5 + 28); /* the datagram and its headers, each way */
@@ -321,6 +327,48 @@ static void test_link_attach_carries_and_goes(void **state)
 	close(ready[1]);
 	close(go[0]);
 	close(go[1]);
+}
+
+/* "ip route add local PREFIX/LEN dev lo" (AnyIP), in our own namespace. */
+static void add_local_route(uint32_t prefix, uint8_t len)
+{
+	struct mnl_socket *nl = mnl_socket_open(NETLINK_ROUTE);
+	assert_non_null(nl);
+	assert_int_equal(mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID), 0);
+	char buf[8192];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWROUTE;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK;
+	nlh->nlmsg_seq = 1;
+	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	*rtm = (struct rtmsg){.rtm_family = AF_INET,
+			      .rtm_dst_len = len,
+			      .rtm_table = RT_TABLE_LOCAL,
+			      .rtm_protocol = RTPROT_STATIC,
+			      .rtm_scope = RT_SCOPE_HOST,
+			      .rtm_type = RTN_LOCAL};
+	mnl_attr_put_u32(nlh, RTA_DST, htonl(prefix));
+	mnl_attr_put_u32(nlh, RTA_OIF, if_nametoindex("lo"));
+	assert_true(mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) > 0);
+	ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_true(mnl_cb_run(buf, (size_t)n, 1, mnl_socket_get_portid(nl), NULL, NULL) >= 0);
+	mnl_socket_close(nl);
+}
+
+/* The host's own addresses, as the kernel routes them: an interface's, and AnyIP's. */
+static void test_addr_is_local(void **state)
+{
+	(void)state;
+	if (!in_own_netns)
+		skip();
+	/* a namespace with nothing up: no address is ours, none routes anywhere */
+	assert_false(net_addr_is_local(0xcb007109)); /* 203.0.113.9 */
+	add_local_route(0xc6336400, 24);	     /* 198.51.100.0/24: all of it ours */
+	assert_true(net_addr_is_local(0xc6336400 + 77));
+	assert_true(net_addr_is_local(0xc63364ff));
+	assert_false(net_addr_is_local(0xc6336500)); /* 198.51.101.0: the next one */
+	assert_false(net_addr_is_local(0xcb007109));
 }
 
 static pid_t children[4]; /* netns_child()'s, killed by kill_children() even when a test fails */
@@ -412,6 +460,7 @@ int main(void)
 	    cmocka_unit_test(test_link_for_slot),
 	    cmocka_unit_test(test_resolver_and_proxy_address),
 	    cmocka_unit_test(test_link_attach_carries_and_goes),
+	    cmocka_unit_test(test_addr_is_local),
 	    cmocka_unit_test_teardown(test_link_waits_for_the_slots_last, kill_children),
 	};
 	return cmocka_run_group_tests(tests, group_setup, NULL);
