@@ -87,26 +87,9 @@ int daemon_network_start(struct daemon *d, struct error *err)
 	return daemon_network_ready(d, err);
 }
 
-/* Is any sandbox's link left in this namespace (/proc/self/net: ours, not sysfs's)? */
-static bool links_left(void)
-{
-	FILE *f = fopen("/proc/self/net/dev", "re");
-	if (!f)
-		return true; /* cannot tell: keep what they may need */
-	bool any = false;
-	char line[512];
-	while (!any && fgets(line, sizeof(line), f)) {
-		const char *name = line + strspn(line, " ");
-		any = strncmp(name, NET_IFNAME_OPEN, strlen(NET_IFNAME_OPEN)) == 0 ||
-		      strncmp(name, NET_IFNAME_ALLOW, strlen(NET_IFNAME_ALLOW)) == 0;
-	}
-	fclose(f);
-	return any;
-}
-
 int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err)
 {
-	if (!d->network_ready || tasks_waiting || links_left())
+	if (!d->network_ready || tasks_waiting || net_links_left())
 		return 0;
 	int r = net_table_remove(err);
 	if (r < 0)

@@ -19,23 +19,6 @@ static int fail(const char *msg)
 	return 1;
 }
 
-/* Is any sandbox's link in this namespace (/proc/self/net: ours, not sysfs's)? */
-static bool links_left(void)
-{
-	FILE *f = fopen("/proc/self/net/dev", "re");
-	if (!f)
-		return true; /* cannot tell: keep what they may need */
-	bool any = false;
-	char line[512];
-	while (!any && fgets(line, sizeof(line), f)) {
-		const char *name = line + strspn(line, " ");
-		any = strncmp(name, NET_IFNAME_OPEN, strlen(NET_IFNAME_OPEN)) == 0 ||
-		      strncmp(name, NET_IFNAME_ALLOW, strlen(NET_IFNAME_ALLOW)) == 0;
-	}
-	fclose(f);
-	return any;
-}
-
 static int host_up(void)
 {
 	struct error err = {0};
@@ -58,7 +41,7 @@ static int host_up(void)
 static int host_down(int forwarding)
 {
 	struct error err = {0};
-	if (links_left())
+	if (net_links_left())
 		return puts("busy") < 0;
 	const char *what = "absent";
 	if (net_table_exists()) {

@@ -418,3 +418,19 @@ bool net_addr_is_local(uint32_t addr)
 	mnl_socket_close(nl);
 	return local;
 }
+
+bool net_links_left(void)
+{
+	FILE *f = fopen("/proc/self/net/dev", "re");
+	if (!f)
+		return true; /* cannot tell: keep what they may need */
+	bool any = false;
+	char line[512];
+	while (!any && fgets(line, sizeof(line), f)) {
+		const char *name = line + strspn(line, " ");
+		any = strncmp(name, NET_IFNAME_OPEN, strlen(NET_IFNAME_OPEN)) == 0 ||
+		      strncmp(name, NET_IFNAME_ALLOW, strlen(NET_IFNAME_ALLOW)) == 0;
+	}
+	fclose(f);
+	return any;
+}

@@ -95,4 +95,11 @@ int net_link_bytes(const char *host_if, uint64_t *ret_in, uint64_t *ret_out, str
  */
 bool net_addr_is_local(uint32_t addr);
 
+/*
+ * Is any sandbox's link (abo*, aba*) left in the calling thread's network
+ * namespace (/proc/self/net, not sysfs's)? true when it cannot tell: the
+ * caller then keeps what such a link may need.
+ */
+bool net_links_left(void);
+
 #endif

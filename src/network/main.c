@@ -24,8 +24,10 @@
  */
 #include "base/parse.h"
 #include "egress/secret.h"
+#ifdef AGENTBOX_NET_FULL
 #include "network/host.h"
 #include "network/intercept.h"
+#endif
 #include "network/link.h"
 #include "network/relay.h"
 
@@ -33,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -115,8 +118,20 @@ static int parse_resolver(const char *s, struct relay_config *c)
 	return 0;
 }
 
+#ifdef AGENTBOX_NET_FULL
+static bool wants(void *x, const char *host)
+{
+	return intercept_wants(x, host);
+}
+
+static int serve(void *x, int client, const uint8_t *pre, size_t prelen, bool tls, int up,
+		 const char *host, struct error *err)
+{
+	return intercept_serve(x, client, pre, prelen, tls, up, host, err);
+}
+
 /* The secrets on fd (closed here), as the proxy's interceptor. 0 or -errno with err. */
-static int load_secrets(int fd, const char *ca_dir, const char *upstream, struct intercept **ret,
+static int load_secrets(int fd, const char *ca_dir, const char *upstream, struct relay_config *rc,
 			struct error *err)
 {
 	char *text = malloc(SECRETS_JSON_MAX + 1);
@@ -147,11 +162,35 @@ static int load_secrets(int fd, const char *ca_dir, const char *upstream, struct
 						.value = rules[i].value};
 	struct intercept_config c = {
 	    .ca_dir = ca_dir, .upstream_cafile = upstream, .rules = ir, .nrules = nrules};
-	r = ir ? intercept_new(&c, ret, err) : error_set(err, ENOMEM, "out of memory");
+	struct intercept *x = NULL;
+	r = ir ? intercept_new(&c, &x, err) : error_set(err, ENOMEM, "out of memory");
 	free(ir);
 	secret_rules_free(rules, nrules);
+	if (r == 0)
+		*rc = (struct relay_config){
+		    .intercept = x, .intercept_wants = wants, .intercept_serve = serve};
 	return r;
 }
+#else
+/*
+ * agentbox-net is the light one: a sandbox's link and relay, without
+ * OpenSSL or libnftables, whose loading would cost every networked
+ * sandbox's start milliseconds. For secrets (TLS interception) and for
+ * agentbox run's host side, it becomes agentbox-net-full, beside it, with
+ * the same arguments and fds.
+ */
+static int exec_full(char **argv)
+{
+	char exe[4096], path[4200];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return fail("cannot find agentbox-net-full", strerror(errno));
+	exe[n] = '\0';
+	snprintf(path, sizeof(path), "%s/agentbox-net-full", dirname(exe));
+	execv(path, argv);
+	return fail(path, strerror(errno));
+}
+#endif
 
 static int run(unsigned slot, bool allow, int argc, char **argv)
 {
@@ -205,8 +244,17 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 	if (has_secrets &&
 	    (setrlimit(RLIMIT_CORE, &no_core) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0))
 		return fail("no core dumps", strerror(errno));
-	if (has_secrets && load_secrets((int)secrets_fd, ca_dir, upstream, &c.intercept, &err) < 0)
+#ifdef AGENTBOX_NET_FULL
+	struct relay_config hooks = {0};
+	if (has_secrets && load_secrets((int)secrets_fd, ca_dir, upstream, &hooks, &err) < 0)
 		return fail(err.msg, NULL);
+	c.intercept = hooks.intercept;
+	c.intercept_wants = hooks.intercept_wants;
+	c.intercept_serve = hooks.intercept_serve;
+#else
+	if (has_secrets)
+		return exec_full(argv);
+#endif
 	c.allowed = allowed;
 	struct net_link l;
 	if (net_link_for_slot(slot, allow, &l) < 0)
@@ -270,7 +318,11 @@ int main(int argc, char **argv)
 	/* a write to a socket its peer closed is an error to handle, not a death */
 	signal(SIGPIPE, SIG_IGN);
 	if (argc >= 2 && strncmp(argv[1], "host-", 5) == 0)
+#ifdef AGENTBOX_NET_FULL
 		return net_host_main(argc, argv); /* agentbox run's host side: host.h */
+#else
+		return exec_full(argv);
+#endif
 	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS ||
 	    (strcmp(argv[1], "allow") != 0 && strcmp(argv[1], "open") != 0))
 		return fputs(usage, stderr), 2;

@@ -14,7 +14,6 @@
 #include "base/fileio.h"
 #include "egress/dns.h"
 #include "egress/peek.h"
-#include "network/intercept.h"
 #include "network/link.h"
 #include "network/table.h"
 
@@ -557,7 +556,8 @@ static void proxy(struct relay *r, int fd)
 	if (up < 0)
 		return refuse(fd, http, pk.host, port, "it does not answer");
 	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-	if (r->c.intercept && pk.kind != PEEK_HTTP && intercept_wants(r->c.intercept, pk.host)) {
+	if (r->c.intercept && pk.kind != PEEK_HTTP &&
+	    r->c.intercept_wants(r->c.intercept, pk.host)) {
 		/* a secret's host, over TLS: that TLS ends here, and its request gets the
 		 * values (never over plain HTTP: such a request keeps its placeholders) */
 		struct error err = {0};
@@ -568,8 +568,8 @@ static void proxy(struct relay *r, int fd)
 			close(up);
 			return;
 		}
-		rc = intercept_serve(r->c.intercept, fd, buf + skip, len - skip, tls, up, pk.host,
-				     &err);
+		rc = r->c.intercept_serve(r->c.intercept, fd, buf + skip, len - skip, tls, up,
+					  pk.host, &err);
 		/* a refusal, not a connection that merely ended badly (a reset, a timeout) */
 		if (rc == -EPROTO || rc == -EINVAL || rc == -EACCES || rc == -E2BIG || rc == -EPERM)
 			event_detail(r, pk.host, odst, port, "intercept_refused", err.msg);

@@ -61,11 +61,17 @@ struct relay_config {
 	uint16_t resolver_port;
 	int events_fd; /* O_APPEND, or -1 */
 	bool dns_only; /* open mode: the resolver alone (its policy allows every name) */
-	struct intercept *intercept; /* the secrets' hosts (intercept.h), or NULL */
+	/*
+	 * The secrets' hosts (intercept.h), or NULL: hooks, so that a relay
+	 * without secrets is an executable without OpenSSL (main.c).
+	 */
+	void *intercept;
+	bool (*intercept_wants)(void *intercept, const char *host);
+	int (*intercept_serve)(void *intercept, int client, const uint8_t *pre, size_t prelen,
+			       bool tls, int up, const char *host, struct error *err);
 };
 
 struct relay;
-struct intercept;
 
 /* Bind the resolver's and the proxy's sockets. 0 or -errno with err. */
 int relay_bind(const struct relay_config *c, struct relay **ret, struct error *err);
