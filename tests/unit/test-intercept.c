@@ -339,8 +339,15 @@ static void *client_main(void *arg)
 		if (leaf && ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notBefore(leaf)))
 			s->leaf_before_s = days * 86400L + secs;
 		X509_free(leaf);
-		if (!s->stall)
-			SSL_write(ssl, req, (int)strlen(req));
+		if (s->stall) {
+			/* hold the connection open, reading below TLS, until the proxy lets go:
+			 * nothing a TLS record says (a session ticket) may end it sooner */
+			char b[256];
+			while (read(s->cfd, b, sizeof(b)) > 0)
+				;
+			goto out;
+		}
+		SSL_write(ssl, req, (int)strlen(req));
 	} else {
 		(void)!write(s->cfd, req, strlen(req));
 	}
