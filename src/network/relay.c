@@ -561,14 +561,13 @@ static void proxy(struct relay *r, int fd)
 		/* a secret's host, over TLS: that TLS ends here, and its request gets the
 		 * values (never over plain HTTP: such a request keeps its placeholders) */
 		struct error err = {0};
-		bool tls = true;
 		size_t skip = pk.kind == PEEK_CONNECT ? pk.head_len : 0;
 		if (pk.kind == PEEK_CONNECT &&
 		    write_all_fd(fd, established, sizeof(established) - 1) < 0) {
 			close(up);
 			return;
 		}
-		rc = r->c.intercept_serve(r->c.intercept, fd, buf + skip, len - skip, tls, up,
+		rc = r->c.intercept_serve(r->c.intercept, fd, buf + skip, len - skip, true, up,
 					  pk.host, &err);
 		/* a refusal, not a connection that merely ended badly (a reset, a timeout) */
 		if (rc == -EPROTO || rc == -EINVAL || rc == -EACCES || rc == -E2BIG || rc == -EPERM)
