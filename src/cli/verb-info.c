@@ -1,15 +1,49 @@
 /* agentbox info: which isolation layers this host gives a sandbox, and its sandboxes' links. */
 #include "cli/cli.h"
+#include "network/link.h" /* its names and groups only: nothing of libmnl */
 #include "runtime/host.h"
 
+#include <net/if.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The first line of /sys/class/net/<name>/<what> as a number, or -1. */
+static long sys_net(const char *name, const char *what)
+{
+	char path[128], text[32];
+	snprintf(path, sizeof(path), "/sys/class/net/%s/%s", name, what);
+	FILE *f = fopen(path, "re");
+	long v = f && fgets(text, sizeof(text), f) ? (long)strtoul(text, NULL, 0) : -1;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/*
+ * The mode of the sandbox link name: its device group, from sysfs when
+ * sysfs is this network namespace's (the link's index there is ours),
+ * else what its name says; NULL for a parked link (a pooled sandbox's,
+ * with no mode yet).
+ */
+static const char *link_mode(const char *name)
+{
+	long index = sys_net(name, "ifindex"), group = sys_net(name, "netdev_group");
+	bool known = index > 0 && group >= 0 && (unsigned)index == if_nametoindex(name);
+	if (known && (unsigned long)group == NET_GROUP_OPEN)
+		return "open";
+	if (known && (unsigned long)group == NET_GROUP_ALLOW)
+		return "allow";
+	if (known && (unsigned long)group == NET_GROUP_PARKED)
+		return NULL;
+	return name[2] == 'o' ? "open" : name[2] == 'a' ? "allow" : "?";
+}
 
 /*
  * The links of the sandboxes with a network in this network namespace
- * (network/link.h names their host ends ab<mode><slot>), and the bytes
+ * (network/link.h names their host ends ab<o|a|p><slot>), and the bytes
  * each carried, from /proc/self/net/dev: what the sandbox received is what
- * its host end sent.
+ * its host end sent. Links parked for the warm pool are not shown.
  */
 static void print_links(void)
 {
@@ -20,14 +54,17 @@ static void print_links(void)
 	while (f && fgets(line, sizeof(line), f)) {
 		char *name = line + strspn(line, " "), *colon = strchr(name, ':');
 		unsigned long long rx, tx;
-		if (!colon || (strncmp(name, "abo", 3) != 0 && strncmp(name, "aba", 3) != 0) ||
+		if (!colon || strncmp(name, NET_IFNAME_PREFIX, strlen(NET_IFNAME_PREFIX)) != 0 ||
+		    !name[2] || !strchr("oap", name[2]) ||
 		    sscanf(colon + 1, "%llu %*u %*u %*u %*u %*u %*u %*u %llu", &rx, &tx) != 2)
 			continue;
 		*colon = '\0';
+		const char *mode = link_mode(name);
+		if (!mode)
+			continue;
 		if (n++ == 0)
 			printf("sandbox links:\n");
-		printf("  %-12s %-5s in %llu bytes, out %llu bytes\n", name,
-		       name[2] == 'o' ? "open" : "allow", tx, rx);
+		printf("  %-12s %-5s in %llu bytes, out %llu bytes\n", name, mode, tx, rx);
 		in_all += tx;
 		out_all += rx;
 	}

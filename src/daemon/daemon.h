@@ -82,6 +82,7 @@ struct daemon_config {
 	const char *shim_path;
 	unsigned max_running;
 	unsigned pool_size;	     /* warm sandboxes kept ready */
+	int pool_network;	     /* more, with their link parked (fleet.h); -1: pool_size */
 	struct api_host_limits host; /* the most one sandbox or task may ask for */
 	unsigned sandboxes_max;	     /* handed out at once; 0 = DAEMON_SANDBOXES_MAX */
 	uint64_t sandbox_memory_max; /* their memory limits together; 0 = twice the host's */
@@ -136,6 +137,8 @@ void server_stop(struct listener *l);
  */
 int daemon_network_ready(void *data, struct error *err);
 int daemon_network_start(struct daemon *d, struct error *err);
+/* fleet_config.link_mode: a parked link handed out, into its mode's group. */
+int daemon_link_mode(const char *host_if, bool allow, struct error *err);
 int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err);
 
 /*

@@ -53,7 +53,8 @@
 
 static const char usage_text[] =
     "usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]\n"
-    "                 [--max-running N] [--pool N] [--supervisor PATH] [--shim PATH]\n"
+    "                 [--max-running N] [--pool N] [--pool-network N]\n"
+    "                 [--supervisor PATH] [--shim PATH]\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
     "\n"
     "  --socket PATH      unix socket to serve, mode 0660 (default " DAEMON_SOCKET_DEFAULT ")\n"
@@ -66,6 +67,9 @@ static const char usage_text[] =
     "  --max-queued N     tasks waiting at once (default 10000); more: 503\n"
     "  --pool N           interactive sandboxes kept ready with the default limits\n"
     "                     (default 2 per CPU, at most 64; 0 = none)\n"
+    "  --pool-network N   more of them with their network link made ahead, for\n"
+    "                     creates with a network, once one has asked for it\n"
+    "                     (default: as many as --pool; at most 64; 0 = none)\n"
     "  --max-memory MB    the most memory one sandbox or task may ask for\n"
     "                     (default: the host's memory)\n"
     "  --max-disk MB      the most disk (its tmpfs) one may ask for (default: the\n"
@@ -167,6 +171,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"supervisor", required_argument, NULL, 'x'},
 	    {"shim", required_argument, NULL, 'y'},
 	    {"pool", required_argument, NULL, 'P'},
+	    {"pool-network", required_argument, NULL, 'N'},
 	    {"max-memory", required_argument, NULL, 'M'},
 	    {"max-disk", required_argument, NULL, 'D'},
 	    {"max-pids", required_argument, NULL, 'I'},
@@ -206,6 +211,14 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 				return 2;
 			}
 			d->cfg.pool_size = (unsigned)v;
+			break;
+		case 'N':
+			if (parse_u64(optarg, &v) < 0 || v > FLEET_POOL_MAX) {
+				fprintf(stderr, "agentboxd: --pool-network: '%s' is not 0..%d\n",
+					optarg, FLEET_POOL_MAX);
+				return 2;
+			}
+			d->cfg.pool_network = (int)v;
 			break;
 		case 'p':
 			*print_token = true;
@@ -549,6 +562,10 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 				  .default_spec_json = run->default_spec,
 				  .egress_json = run->egress_json,
 				  .pool_size = d->cfg.pool_size,
+				  .pool_network = d->cfg.pool_network < 0
+						      ? d->cfg.pool_size
+						      : (unsigned)d->cfg.pool_network,
+				  .link_mode = daemon_link_mode,
 				  .sandboxes_max = d->cfg.sandboxes_max,
 				  .memory_max = d->cfg.sandbox_memory_max,
 				  .log = log_line};
@@ -653,7 +670,8 @@ int main(int argc, char **argv)
 				   .supervisor_path = supervisor,
 				   .shim_path = shim,
 				   .max_running = SCHED_MAX_RUNNING_DEFAULT,
-				   .pool_size = fleet_pool_default()},
+				   .pool_size = fleet_pool_default(),
+				   .pool_network = -1},
 			   .wake_fd = -1,
 			   .network_lock = PTHREAD_MUTEX_INITIALIZER};
 	bool print_token = false;

@@ -80,6 +80,11 @@ int daemon_network_ready(void *data, struct error *err)
 	return r;
 }
 
+int daemon_link_mode(const char *host_if, bool allow, struct error *err)
+{
+	return net_link_set_group(host_if, allow ? NET_GROUP_ALLOW : NET_GROUP_OPEN, err);
+}
+
 int daemon_network_start(struct daemon *d, struct error *err)
 {
 	if (!net_table_exists())

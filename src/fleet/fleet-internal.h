@@ -15,6 +15,7 @@ struct member {
 	char id[SANDBOX_ID_SIZE];
 	int lock_fd;	 /* a second open of <dir>/lock: free once the shim is gone */
 	bool pooled;	 /* in the pool, not handed out yet */
+	bool parked;	 /* pooled with a parked link: handed out only with a network */
 	bool ending;	 /* a delete is waiting for it: the keeper leaves it alone */
 	uint64_t memory; /* its memory limit (admission) */
 };
@@ -40,6 +41,7 @@ struct fleet {
 	pthread_t keeper;
 	bool keeper_started;
 	volatile int stopping;
+	volatile int network_used; /* a sandbox asked for a network: parked links are kept */
 };
 
 /* The time to record: cfg.now_ms(), or the wall clock. */
@@ -55,7 +57,14 @@ int fleet_dir(const struct fleet *f, const char *id, char *buf, size_t size);
  * Watch the shim of id, whose lock lock_fd opened (taken), with the
  * memory limit of spec_json (admission). 0 or -ENOMEM.
  */
-int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled,
+/* What a shim's sandbox is to the fleet. */
+enum fleet_kind {
+	FLEET_HANDED_OUT, /* asked for: handed out at once */
+	FLEET_POOLED,	  /* in the warm pool */
+	FLEET_PARKED,	  /* in the warm pool with its link made ahead (runtime/nethelper.h) */
+};
+
+int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_kind kind,
 		     const char *spec_json);
 /* With f->lock held: the member for id, or NULL. */
 struct member *fleet_find_member(struct fleet *f, const char *id);
@@ -70,7 +79,8 @@ int fleet_write_json(int dirfd, const char *name, json_t *v);
  * sandbox is ready. On success the fleet watches it.
  */
 int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
-		     const char *secrets_json, int64_t expires_at, bool pooled, struct error *err);
+		     const char *secrets_json, int64_t expires_at, enum fleet_kind kind,
+		     struct error *err);
 /*
  * Tell the shim of id op ("stop", "pause", ..., or "expire" with
  * expires_at) and take its reply. 0 or -errno with err (the shim's own

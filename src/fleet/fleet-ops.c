@@ -50,20 +50,39 @@ static int store_failed(int r, const char *id, struct error *err)
 	return r;
 }
 
-/* Take a pooled sandbox, if one is ready. */
-static bool take_pooled(struct fleet *f, char id[SANDBOX_ID_SIZE])
+/*
+ * Take a pooled sandbox, if one is ready: for a sandbox with a network,
+ * one whose link is parked, else any; for one without, never such one
+ * (its down eth0 would show, and taking the link back costs more than
+ * a sandbox made now).
+ */
+static bool take_pooled(struct fleet *f, bool network, char id[SANDBOX_ID_SIZE])
 {
 	bool got = false;
 	pthread_mutex_lock(&f->lock);
-	for (size_t i = 0; i < f->n && !got; i++) {
-		if (f->m[i].pooled && fleet_shim_alive(f->m[i].lock_fd)) {
-			f->m[i].pooled = false;
-			memcpy(id, f->m[i].id, SANDBOX_ID_SIZE);
-			got = true;
+	for (int pass = network ? 0 : 1; pass < 2 && !got; pass++) {
+		for (size_t i = 0; i < f->n && !got; i++) {
+			struct member *m = &f->m[i];
+			if (m->pooled && m->parked == (pass == 0) && fleet_shim_alive(m->lock_fd)) {
+				m->pooled = m->parked = false;
+				memcpy(id, m->id, SANDBOX_ID_SIZE);
+				got = true;
+			}
 		}
 	}
 	pthread_mutex_unlock(&f->lock);
 	return got;
+}
+
+/* Does the spec ask for a network (a mode other than none)? */
+static bool wants_network(const char *spec_json)
+{
+	json_t *sj = json_loads(spec_json, 0, NULL);
+	const char *mode =
+	    json_string_value(json_object_get(json_object_get(sj, "network"), "mode"));
+	bool yes = mode && strcmp(mode, "none") != 0;
+	json_decref(sj);
+	return yes;
 }
 
 static int claim_pooled(struct fleet *f, struct store *st, const char *id,
@@ -95,17 +114,27 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 		json_decref(sj);
 		return r;
 	}
-	/* and no network yet: its link is made now, before it is handed out */
+	/*
+	 * and its network now, with its expiry in the same message: a link
+	 * parked with it is handed out (the shim names it, and it is put into
+	 * its mode's group here, before the sandbox is), else one is made
+	 */
 	json_t *net = json_object_get(sj, "network");
+	bool allow = strcmp(json_string_value(json_object_get(net, "mode")) ?: "", "allow") == 0;
 	json_t *egress = json_loads(f->cfg.egress_json ? f->cfg.egress_json : "{}", 0, NULL);
-	json_t *msg = net && egress ? json_pack("{s:s, s:O, s:O}", "op", "network", "network", net,
-						"egress", egress)
-				    : NULL;
+	json_t *msg = net && egress
+			  ? json_pack("{s:s, s:O, s:O, s:I}", "op", "network", "network", net,
+				      "egress", egress, "expires_at", (json_int_t)expires)
+			  : NULL;
 	json_decref(egress);
 	json_t *reply = NULL;
 	if (net)
 		r = msg ? fleet_call(f, id, msg, -1, &reply, NULL, err)
 			: error_set(err, ENOMEM, "out of memory");
+	const char *link = json_string_value(json_object_get(reply, "link"));
+	if (r == 0 && link)
+		r = f->cfg.link_mode ? f->cfg.link_mode(link, allow, err)
+				     : error_set(err, ENOTSUP, "no way to set a link's mode");
 	json_decref(reply);
 	json_decref(msg);
 	json_decref(sj);
@@ -115,7 +144,7 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 		(void)store_sandbox_end(st, id, fleet_now(f), "failed", err->msg, &ignored);
 		return r;
 	}
-	return fleet_tell(f, id, "expire", expires, 5000, err);
+	return net ? 0 : fleet_tell(f, id, "expire", expires, 5000, err);
 }
 
 /*
@@ -197,7 +226,10 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 {
 	char id[SANDBOX_ID_SIZE];
 	int r;
-	while (spec->default_limits && !spec->secrets_json && take_pooled(f, id)) {
+	bool network = wants_network(spec->spec_json);
+	if (network)
+		f->network_used = 1; /* from now on the keeper parks links too */
+	while (spec->default_limits && !spec->secrets_json && take_pooled(f, network, id)) {
 		if ((r = claim_pooled(f, st, id, spec, now, err)) == 0)
 			return fleet_get_live(f, st, id, false, ret, err);
 		/* that one was no good: it ends, and the next is tried */
@@ -217,7 +249,7 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 	_cleanup_free_ char *env = sj ? json_dumps(json_object_get(sj, "env"), JSON_COMPACT) : NULL;
 	json_decref(sj);
 	r = env ? fleet_start_shim(f, s.id, spec->spec_json, env, spec->secrets_json, s.expires_at,
-				   false, err)
+				   FLEET_HANDED_OUT, err)
 		: error_set(err, ENOMEM, "out of memory");
 	if (r < 0) {
 		struct error e2 = {0};

@@ -21,7 +21,7 @@
 
 /* ---- the pool and the keeper ------------------------------------------- */
 
-static int make_pooled(struct fleet *f, struct store *st)
+static int make_pooled(struct fleet *f, struct store *st, enum fleet_kind kind)
 {
 	struct sandbox_record s = {.status = SANDBOX_POOLED, .created_at = fleet_now(f)};
 	struct error err = {0};
@@ -31,7 +31,7 @@ static int make_pooled(struct fleet *f, struct store *st)
 	s.metadata_json = (char *)"{}";
 	int r = store_sandbox_insert(st, &s, &err);
 	if (r == 0)
-		r = fleet_start_shim(f, s.id, f->cfg.default_spec_json, "{}", NULL, 0, true, &err);
+		r = fleet_start_shim(f, s.id, f->cfg.default_spec_json, "{}", NULL, 0, kind, &err);
 	if (r < 0) {
 		fleet_log(f, "warm pool: %s", err.msg);
 		(void)store_sandbox_delete(st, s.id, &err);
@@ -47,14 +47,26 @@ static int64_t monotonic_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static unsigned pooled_count(struct fleet *f)
+/*
+ * The kind of pooled sandbox the pool is short of: FLEET_POOLED first,
+ * then FLEET_PARKED (once a sandbox has asked for a network: a daemon
+ * whose sandboxes have none never touches the host's network), or
+ * FLEET_HANDED_OUT when it is full.
+ */
+static enum fleet_kind pool_short(struct fleet *f)
 {
-	unsigned n = 0;
+	unsigned plain = 0, parked = 0;
 	pthread_mutex_lock(&f->lock);
-	for (size_t i = 0; i < f->n; i++)
-		n += f->m[i].pooled;
+	for (size_t i = 0; i < f->n; i++) {
+		plain += f->m[i].pooled && !f->m[i].parked;
+		parked += f->m[i].pooled && f->m[i].parked;
+	}
 	pthread_mutex_unlock(&f->lock);
-	return n;
+	if (plain < f->cfg.pool_size)
+		return FLEET_POOLED;
+	if (f->network_used && parked < f->cfg.pool_network)
+		return FLEET_PARKED;
+	return FLEET_HANDED_OUT;
 }
 
 /*
@@ -87,9 +99,10 @@ static int keep(struct fleet *f, struct store *st, bool refill)
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		; /* shims we started, now gone */
 	/* the pool, one at a time so ends are seen between */
-	if (!refill || f->stopping || pooled_count(f) >= f->cfg.pool_size)
+	enum fleet_kind kind = refill && !f->stopping ? pool_short(f) : FLEET_HANDED_OUT;
+	if (kind == FLEET_HANDED_OUT)
 		return 0;
-	int r = make_pooled(f, st);
+	int r = make_pooled(f, st, kind);
 	return r < 0 ? r : 1;
 }
 
@@ -117,7 +130,7 @@ static void *keeper_main(void *arg)
 		} else if (r > 0) {
 			backoff = 0;
 		}
-		if (r <= 0 || pooled_count(f) >= f->cfg.pool_size)
+		if (r <= 0 || pool_short(f) == FLEET_HANDED_OUT)
 			usleep(FLEET_KEEPER_TICK_MS * 1000);
 	}
 	store_close(st);
@@ -227,6 +240,18 @@ static int found_one(const struct sandbox_record *s, void *data)
 	return 0;
 }
 
+/* Was the pooled sandbox id made with a parked link (its sandbox.json says)? */
+static bool parked_on_disk(struct fleet *f, const char *id)
+{
+	char path[4300];
+	if (layout_sandbox_file(path, sizeof(path), f->cfg.state_dir, id, LAYOUT_SANDBOX_JSON) < 0)
+		return false;
+	json_t *j = json_load_file(path, 0, NULL);
+	bool parked = json_is_true(json_object_get(j, "park_network"));
+	json_decref(j);
+	return parked;
+}
+
 int fleet_recover(struct fleet *f, struct store *st, struct error *err)
 {
 	struct found fo = {0};
@@ -257,7 +282,10 @@ int fleet_recover(struct fleet *f, struct store *st, struct error *err)
 			fleet_record_end_or_log(f, st, fo.ids[i], fo.pooled[i]);
 			continue;
 		}
-		if ((r = fleet_add_member(f, fo.ids[i], probe, fo.pooled[i], fo.specs[i])) < 0) {
+		enum fleet_kind kind = !fo.pooled[i]		      ? FLEET_HANDED_OUT
+				       : parked_on_disk(f, fo.ids[i]) ? FLEET_PARKED
+								      : FLEET_POOLED;
+		if ((r = fleet_add_member(f, fo.ids[i], probe, kind, fo.specs[i])) < 0) {
 			close(probe);
 			error_set(err, ENOMEM, "out of memory");
 			goto out;

@@ -95,7 +95,7 @@ static uint64_t spec_memory(const char *spec_json)
 	return bytes;
 }
 
-int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled,
+int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_kind kind,
 		     const char *spec_json)
 {
 	uint64_t memory = spec_memory(spec_json);
@@ -111,7 +111,10 @@ int fleet_add_member(struct fleet *f, const char *id, int lock_fd, bool pooled,
 		f->cap = cap;
 	}
 	struct member *m = &f->m[f->n++];
-	*m = (struct member){.lock_fd = lock_fd, .pooled = pooled, .memory = memory};
+	*m = (struct member){.lock_fd = lock_fd,
+			     .pooled = kind != FLEET_HANDED_OUT,
+			     .parked = kind == FLEET_PARKED,
+			     .memory = memory};
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	pthread_mutex_unlock(&f->lock);
 	return 0;
@@ -198,7 +201,8 @@ static int wait_ready(int fd, struct error *err)
  * sandbox is ready. On success the fleet watches it.
  */
 int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
-		     const char *secrets_json, int64_t expires_at, bool pooled, struct error *err)
+		     const char *secrets_json, int64_t expires_at, enum fleet_kind kind,
+		     struct error *err)
 {
 	char dir[4200];
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
@@ -210,10 +214,10 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
 	json_t *egress = json_loads(f->cfg.egress_json ? f->cfg.egress_json : "{}", 0, NULL);
 	if (!egress)
 		json_decref(TAKE_PTR(spec));
-	json_t *sj = spec && egress
-			 ? json_pack("{s:s, s:I, s:o, s:O}", "id", id, "expires_at",
-				     (json_int_t)expires_at, "spec", spec, "egress", egress)
-			 : NULL;
+	json_t *sj = spec && egress ? json_pack("{s:s, s:I, s:o, s:O, s:b}", "id", id, "expires_at",
+						(json_int_t)expires_at, "spec", spec, "egress",
+						egress, "park_network", kind == FLEET_PARKED)
+				    : NULL;
 	json_decref(egress);
 	json_t *env = json_loads(env_json ? env_json : "{}", 0, NULL);
 	int r = dfd < 0 ? -errno : (!sj || !env) ? -ENOMEM : 0;
@@ -261,7 +265,7 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
 		(void)waitpid(pid, NULL, 0);
 		return r;
 	}
-	if ((r = fleet_add_member(f, id, probe, pooled, spec_json)) < 0)
+	if ((r = fleet_add_member(f, id, probe, kind, spec_json)) < 0)
 		return error_set_errno(err, -r, "out of memory");
 	probe = -1;
 	return 0;

@@ -88,6 +88,14 @@ struct fleet_config {
 	const char *db_path;	       /* the keeper opens its own store */
 	const char *default_spec_json; /* the canonical spec of the default limits */
 	unsigned pool_size;	       /* 0 = no pool */
+	/* Pooled sandboxes kept beyond pool_size with their link made ahead
+	 * (parked, down), for creates with a network, once one has asked for
+	 * it (0 = none: such creates take a plain pooled sandbox and make its
+	 * link then). */
+	unsigned pool_network;
+	/* Put a handed-out parked link, host_if, into its mode's group
+	 * (network/link.h): the daemon's, which may. 0 or -errno with err. */
+	int (*link_mode)(const char *host_if, bool allow, struct error *err);
 	/* The host's egress settings, as sched.h's egress_json: written into
 	 * sandbox.json and the claim's "network" request. NULL: none. */
 	const char *egress_json;

@@ -32,6 +32,7 @@ int net_link_for_slot(unsigned slot, bool allow, struct net_link *ret)
 	l.address = l.gateway + 1;
 	snprintf(l.host_if, sizeof(l.host_if), "%s%u", allow ? NET_IFNAME_ALLOW : NET_IFNAME_OPEN,
 		 slot);
+	l.group = allow ? NET_GROUP_ALLOW : NET_GROUP_OPEN;
 	/* locally administered, unicast: 02:ab:<slot>:<end> */
 	const uint8_t mac[6] = {0x02, 0xab, (uint8_t)(slot >> 8), (uint8_t)slot, 0, 1};
 	memcpy(l.host_mac, mac, 6);
@@ -74,13 +75,17 @@ static struct nlmsghdr *link_msg(char *buf, uint16_t type, uint16_t flags, int i
 	return nlh;
 }
 
-/* The veth pair: the host end here, eth0 (index 2) in the namespace netns_fd. */
+/*
+ * The veth pair: the host end here, in device group l->group, eth0 (index
+ * 2) in the namespace netns_fd.
+ */
 static int create_pair(struct mnl_socket *nl, const struct net_link *l, int netns_fd)
 {
 	char buf[NL_BUF];
 	struct nlmsghdr *nlh = link_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0);
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, l->host_if);
 	mnl_attr_put(nlh, IFLA_ADDRESS, 6, l->host_mac);
+	mnl_attr_put_u32(nlh, IFLA_GROUP, l->group);
 	struct nlattr *info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
 	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
 	struct nlattr *data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
@@ -239,65 +244,190 @@ static int open_inside(int pidfd, struct mnl_socket **ret_nl, int *ret_netns)
 	return 0;
 }
 
-int net_link_attach(const struct net_link *l, int pidfd, struct error *err)
+/* Put the link at ifindex, or else the one named name, into device group group. */
+static int set_group(struct mnl_socket *nl, int ifindex, const char *name, uint32_t group)
 {
-	struct mnl_socket *host = open_route_socket(), *inside = NULL;
-	int netns = -1, r, ifindex = 0;
-	const char *step = "open a route socket";
-	if (!host) {
-		r = -errno;
-		goto out;
-	}
-	step = "enter the sandbox's network namespace";
-	if ((r = open_inside(pidfd, &inside, &netns)) < 0)
-		goto out;
-	step = "create the veth pair";
-	r = create_pair(host, l, netns);
-	/* the slot's last sandbox has ended, but the kernel takes its namespace, and
-	 * the link with it, away a moment later: wait for that, then once more */
-	for (int waited = 0;
-	     r == -EEXIST && if_nametoindex(l->host_if) > 0 && waited < NET_LINK_STALE_WAIT_MS;
-	     waited += 10)
-		usleep(10000);
-	if (r == -EEXIST && if_nametoindex(l->host_if) == 0)
-		r = create_pair(host, l, netns);
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = link_msg(buf, RTM_NEWLINK, 0, ifindex);
+	if (!ifindex)
+		mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	mnl_attr_put_u32(nlh, IFLA_GROUP, group);
+	return talk(nl, nlh);
+}
+
+/*
+ * The slot's last sandbox has ended, but the kernel takes its namespace,
+ * and the link named name with it, away a moment later: while try() says
+ * -EEXIST and such a link is there, wait for it to go, then try once more.
+ */
+#define RETRY_STALE(r, name, try)                                                                  \
+	do {                                                                                       \
+		r = (try);                                                                         \
+		for (int waited_ = 0;                                                              \
+		     r == -EEXIST && if_nametoindex(name) > 0 && waited_ < NET_LINK_STALE_WAIT_MS; \
+		     waited_ += 10)                                                                \
+			usleep(10000);                                                             \
+		if (r == -EEXIST && if_nametoindex(name) == 0)                                     \
+			r = (try);                                                                 \
+	} while (0)
+
+/*
+ * l's pair, its host end named name in device group group, both ends
+ * configured but down: no
+ * IPv6, the addresses, the neighbours (which a link keeps until it goes
+ * down). *ret_ifindex the host end's. On failure *step says what failed;
+ * a pair made is left for the caller to remove.
+ */
+static int make_pair(struct mnl_socket *host, struct mnl_socket *inside, int netns,
+		     const struct net_link *l, const char *name, uint32_t group, int *ret_ifindex,
+		     const char **step)
+{
+	struct net_link named = *l;
+	snprintf(named.host_if, sizeof(named.host_if), "%s", name);
+	named.group = group;
+	int r, ifindex;
+	*step = "create the veth pair";
+	RETRY_STALE(r, name, create_pair(host, &named, netns));
 	if (r < 0)
-		goto out;
-	step = "find the host end";
-	if (!(ifindex = (int)if_nametoindex(l->host_if))) {
-		r = -errno;
-		goto out_remove;
-	}
-	step = "configure the host end";
+		return r;
+	*ret_ifindex = -1; /* made: the caller removes it on failure */
+	*step = "find the host end";
+	if (!(ifindex = (int)if_nametoindex(name)))
+		return -errno;
+	*ret_ifindex = ifindex;
+	*step = "configure the host end";
 	if ((r = no_ipv6(host, ifindex)) < 0 ||
 	    (r = add_address(host, ifindex, l->gateway, l->address)) < 0 ||
-	    (r = add_neighbour(host, ifindex, l->address, l->sandbox_mac)) < 0 ||
-	    (r = set_up(host, ifindex)) < 0)
-		goto out_remove;
-	step = "configure the sandbox's end";
+	    (r = add_neighbour(host, ifindex, l->address, l->sandbox_mac)) < 0)
+		return r;
+	*step = "configure the sandbox's end";
 	if ((r = no_ipv6(inside, NET_SANDBOX_IFINDEX)) < 0 ||
 	    (r = add_address(inside, NET_SANDBOX_IFINDEX, l->address, l->gateway)) < 0 ||
-	    (r = add_neighbour(inside, NET_SANDBOX_IFINDEX, l->gateway, l->host_mac)) < 0 ||
-	    (r = set_up(inside, NET_SANDBOX_IFINDEX)) < 0 ||
+	    (r = add_neighbour(inside, NET_SANDBOX_IFINDEX, l->gateway, l->host_mac)) < 0)
+		return r;
+	return 0;
+}
+
+/* Both ends of a made pair up, and the sandbox's default route. */
+static int bring_up(struct mnl_socket *host, struct mnl_socket *inside, int ifindex,
+		    const struct net_link *l, const char **step)
+{
+	int r;
+	*step = "bring the link up";
+	if ((r = set_up(host, ifindex)) < 0 || (r = set_up(inside, NET_SANDBOX_IFINDEX)) < 0 ||
 	    (r = add_default_route(inside, NET_SANDBOX_IFINDEX, l->gateway)) < 0)
-		goto out_remove;
-	step = "cap its rate";
+		return r;
+	return 0;
+}
+
+/* l's rate, if any, on both ends. */
+static int cap_rate(struct mnl_socket *host, struct mnl_socket *inside, int ifindex,
+		    const struct net_link *l, const char **step)
+{
+	int r;
+	*step = "cap its rate";
 	if (l->rate_mbit && ((r = add_rate(host, ifindex, l->rate_mbit)) < 0 ||
 			     (r = add_rate(inside, NET_SANDBOX_IFINDEX, l->rate_mbit)) < 0))
-		goto out_remove;
-	goto out;
-out_remove:
-	(void)net_link_remove(l->host_if, NULL);
-out:
-	if (inside)
-		mnl_socket_close(inside);
-	if (host)
-		mnl_socket_close(host);
-	if (netns >= 0)
-		close(netns);
+		return r;
+	return 0;
+}
+
+/* The route sockets of the host and of the sandbox behind pidfd. */
+static int open_sockets(int pidfd, struct mnl_socket **ret_host, struct mnl_socket **ret_inside,
+			int *ret_netns, const char **step)
+{
+	*step = "open a route socket";
+	if (!(*ret_host = open_route_socket()))
+		return -errno;
+	*step = "enter the sandbox's network namespace";
+	int r = open_inside(pidfd, ret_inside, ret_netns);
+	if (r < 0) {
+		mnl_socket_close(*ret_host);
+		*ret_host = NULL;
+	}
+	return r;
+}
+
+int net_link_attach(const struct net_link *l, int pidfd, struct error *err)
+{
+	struct mnl_socket *host = NULL, *inside = NULL;
+	int netns = -1, ifindex = 0;
+	const char *step;
+	int r = open_sockets(pidfd, &host, &inside, &netns, &step);
+	if (r < 0)
+		return error_set_errno(err, -r, "network %s: %s", l->host_if, step);
+	r = make_pair(host, inside, netns, l, l->host_if, l->group, &ifindex, &step);
+	if (r == 0)
+		r = bring_up(host, inside, ifindex, l, &step);
+	if (r == 0)
+		r = cap_rate(host, inside, ifindex, l, &step);
+	if (r < 0 && ifindex)
+		(void)net_link_remove(l->host_if, NULL);
+	mnl_socket_close(inside);
+	mnl_socket_close(host);
+	close(netns);
 	if (r < 0)
 		return error_set_errno(err, -r, "network %s: %s", l->host_if, step);
 	return 0;
+}
+
+int net_link_park(const struct net_link *l, int pidfd, struct net_parked *ret, struct error *err)
+{
+	struct net_parked p = {.netns = -1};
+	snprintf(p.host_if, sizeof(p.host_if), "%s%u", NET_IFNAME_PARKED,
+		 (l->gateway - NET_SUBNET_V4 - 2) / 2);
+	const char *step;
+	int r = open_sockets(pidfd, &p.host, &p.inside, &p.netns, &step);
+	if (r == 0)
+		r = make_pair(p.host, p.inside, p.netns, l, p.host_if, NET_GROUP_PARKED, &p.ifindex,
+			      &step);
+	if (r == 0)
+		r = bring_up(p.host, p.inside, p.ifindex, l, &step);
+	if (r < 0) {
+		if (p.ifindex)
+			(void)net_link_remove(p.host_if, NULL);
+		net_parked_close(&p);
+		return error_set_errno(err, -r, "network %s: %s", p.host_if, step);
+	}
+	*ret = p;
+	return 0;
+}
+
+int net_link_hand_out(struct net_parked *p, const struct net_link *l, struct error *err)
+{
+	const char *step = "put it in its mode's group";
+	int r = set_group(p->host, p->ifindex, NULL, l->group);
+	if (r == 0)
+		r = cap_rate(p->host, p->inside, p->ifindex, l, &step);
+	if (r < 0)
+		(void)net_link_remove(p->host_if, NULL);
+	net_parked_close(p);
+	if (r < 0)
+		return error_set_errno(err, -r, "network %s: %s", p->host_if, step);
+	return 0;
+}
+
+int net_link_set_group(const char *host_if, uint32_t group, struct error *err)
+{
+	struct mnl_socket *nl = open_route_socket();
+	if (!nl)
+		return error_set_errno(err, errno, "network %s: open a route socket", host_if);
+	int r = set_group(nl, 0, host_if, group);
+	mnl_socket_close(nl);
+	return r < 0 ? error_set_errno(err, -r, "network %s: put it in its mode's group", host_if)
+		     : 0;
+}
+
+void net_parked_close(struct net_parked *p)
+{
+	if (p->inside)
+		mnl_socket_close(p->inside);
+	if (p->host)
+		mnl_socket_close(p->host);
+	if (p->netns >= 0)
+		close(p->netns);
+	p->inside = p->host = NULL;
+	p->netns = -1;
 }
 
 int net_link_remove(const char *host_if, struct error *err)
@@ -419,6 +549,40 @@ bool net_addr_is_local(uint32_t addr)
 	return local;
 }
 
+static int group_attr(const struct nlattr *attr, void *data)
+{
+	if (mnl_attr_get_type(attr) == IFLA_GROUP && mnl_attr_validate(attr, MNL_TYPE_U32) >= 0)
+		*(int64_t *)data = mnl_attr_get_u32(attr);
+	return MNL_CB_OK;
+}
+
+static int group_msg(const struct nlmsghdr *nlh, void *data)
+{
+	return mnl_attr_parse(nlh, sizeof(struct ifinfomsg), group_attr, data);
+}
+
+/* The device group of the link named name: >= 0, or -1 when it cannot tell. */
+static int64_t link_group(const char *name)
+{
+	struct mnl_socket *nl = open_route_socket();
+	if (!nl)
+		return -1;
+	char buf[NL_BUF];
+	struct nlmsghdr *nlh = link_msg(buf, RTM_GETLINK, NLM_F_REQUEST, 0);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	nlh->nlmsg_seq = 1;
+	int64_t group = -1;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) >= 0) {
+		ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		if (n < 0 ||
+		    mnl_cb_run(buf, (size_t)n, 1, mnl_socket_get_portid(nl), group_msg, &group) < 0)
+			group =
+			    errno == ENODEV ? (int64_t)NET_GROUP_PARKED : -1; /* gone: none left */
+	}
+	mnl_socket_close(nl);
+	return group;
+}
+
 bool net_links_left(void)
 {
 	FILE *f = fopen("/proc/self/net/dev", "re");
@@ -427,9 +591,13 @@ bool net_links_left(void)
 	bool any = false;
 	char line[512];
 	while (!any && fgets(line, sizeof(line), f)) {
-		const char *name = line + strspn(line, " ");
-		any = strncmp(name, NET_IFNAME_OPEN, strlen(NET_IFNAME_OPEN)) == 0 ||
-		      strncmp(name, NET_IFNAME_ALLOW, strlen(NET_IFNAME_ALLOW)) == 0;
+		char *name = line + strspn(line, " "), *colon = strchr(name, ':');
+		if (!colon || strncmp(name, NET_IFNAME_PREFIX, strlen(NET_IFNAME_PREFIX)) != 0)
+			continue;
+		*colon = '\0';
+		/* a parked link is a pooled sandbox's, which needs no rules yet */
+		any = strncmp(name, NET_IFNAME_PARKED, strlen(NET_IFNAME_PARKED)) != 0 ||
+		      link_group(name) != NET_GROUP_PARKED;
 	}
 	fclose(f);
 	return any;

@@ -7,6 +7,7 @@
  *	agentbox-net allow SLOT --policy JSON --events FILE [--rate MBIT]
  *	             [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...
  *	             [--secrets-fd N --ca DIR [--upstream-cacert FILE]]
+ *	agentbox-net park SLOT
  *	agentbox-net host-up | host-down [--forwarding 0|1]   (host.h)
  *
  * fd 3 is the sandbox init's pidfd. Both make the sandbox's veth pair
@@ -16,6 +17,16 @@
  * name), drop every privilege (nobody, no capability), and serve
  * until the sandbox's init ends or its launcher does. On failure: one
  * line on stderr, exit 1 (2 for a usage error), and nothing left.
+ *
+ * park: for a pooled sandbox, the link is made ahead, in no mode yet
+ * (net_link_park(): the table drops all it carries), the relay's sockets
+ * bound, "parked IFNAME" printed, and the mode's arguments read from stdin
+ * to its end: "open" or "allow" and the options above, each ended by a
+ * NUL. Then the link is handed out (net_link_hand_out(): its mode's group,
+ * its rate) and all goes on as for open or allow; the launcher need not
+ * wait for "ready" (the daemon puts the link into its group too, at once).
+ * EOF with nothing read: exit 0, the link left to go with the sandbox. A
+ * parked link takes no secrets.
  *
  * With secrets (allow only): fd N holds their private form
  * (egress/secret.h), read and closed before anything else; the proxy
@@ -57,10 +68,12 @@ static const char usage[] =
     "       agentbox-net allow SLOT --policy JSON --events FILE [--rate MBIT]\n"
     "                    [--resolver ADDR[:PORT]] [--allow-cidr CIDR]...\n"
     "                    [--secrets-fd N --ca DIR [--upstream-cacert FILE]]\n"
+    "       agentbox-net park SLOT   (then the mode's arguments on stdin)\n"
     "       agentbox-net host-up | host-down [--forwarding 0|1]\n"
     "fd 3: the sandbox init's pidfd\n";
 
 #define SECRETS_JSON_MAX (1 << 20) /* bytes read from --secrets-fd */
+#define PARK_ARGS_MAX	 (1 << 20) /* bytes of arguments read by a parked helper (nethelper.h) */
 
 static int fail(const char *msg, const char *what)
 {
@@ -192,7 +205,17 @@ static int exec_full(char **argv)
 }
 #endif
 
-static int run(unsigned slot, bool allow, int argc, char **argv)
+/* A parked link, and its relay's sockets, bound before its mode was known (park()). */
+struct parked {
+	struct net_parked link;
+	struct relay *relay;
+};
+
+/*
+ * Serve the sandbox in slot: make its link and bind the relay (or hand
+ * out the parked ones), and serve until the sandbox ends.
+ */
+static int run(unsigned slot, bool allow, int argc, char **argv, struct parked *parked)
 {
 	static const struct option opts[] = {
 	    {"policy", required_argument, NULL, 'p'},
@@ -236,7 +259,7 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 	}
 	if (optind != argc || allow != (policy_text && events) ||
 	    (!allow && (policy_text || events)) || has_secrets != (ca_dir != NULL) ||
-	    (upstream && !has_secrets) || (has_secrets && !allow))
+	    (parked && has_secrets) || (upstream && !has_secrets) || (has_secrets && !allow))
 		return fputs(usage, stderr), 2;
 	struct error err = {0};
 	/* the CA's key and the secrets' values: in no core dump, and no one's to ptrace */
@@ -280,24 +303,33 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 
 	c.gateway = l.gateway;
 	c.sandbox = l.address;
-	struct relay *r;
-	if (net_link_attach(&l, PIDFD, &err) < 0)
-		return fail(err.msg, NULL);
-	if (relay_bind(&c, &r, &err) < 0) {
-		(void)net_link_remove(l.host_if, NULL);
-		return fail(err.msg, NULL);
+	struct relay *r = NULL;
+	const char *host_if = parked ? parked->link.host_if : l.host_if;
+	if (parked) {
+		if (net_link_hand_out(&parked->link, &l, &err) < 0)
+			return fail(err.msg, NULL);
+		relay_configure(r = parked->relay, &c);
+	} else {
+		if (net_link_attach(&l, PIDFD, &err) < 0)
+			return fail(err.msg, NULL);
+		if (relay_bind(&c, &r, &err) < 0) {
+			(void)net_link_remove(host_if, NULL);
+			return fail(err.msg, NULL);
+		}
+	}
+	/* still one thread: glibc changes a process's ids by signalling each thread */
+	if (drop_privileges() < 0) {
+		(void)net_link_remove(host_if, NULL);
+		return fail("drop privileges", strerror(errno));
 	}
 	pthread_t t;
 	if (pthread_create(&t, NULL, watch_init, NULL) != 0) {
-		(void)net_link_remove(l.host_if, NULL);
+		(void)net_link_remove(host_if, NULL);
 		return fail("cannot start a thread", NULL);
 	}
-	if (drop_privileges() < 0) {
-		(void)net_link_remove(l.host_if, NULL);
-		return fail("drop privileges", strerror(errno));
-	}
-	/* ready: the launcher reads this line and lets the sandbox go */
-	if (printf("ready %s\n", l.host_if) < 0 || fflush(stdout) != 0)
+	/* ready: the launcher reads this line and lets the sandbox go (for a parked
+	 * link it may not wait for it: the link's group, set by the daemon, decides) */
+	if ((printf("ready %s\n", host_if) < 0 || fflush(stdout) != 0) && !parked)
 		return fail("cannot say ready", NULL);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
@@ -306,6 +338,62 @@ static int run(unsigned slot, bool allow, int argc, char **argv)
 		close(null);
 	}
 	relay_run(r);
+}
+
+/*
+ * park SLOT: the link made whole but parked (link.h), the relay's sockets
+ * bound, then the mode's arguments read from stdin (each ended by a NUL)
+ * and served as run() serves them. One thread until then (see run()),
+ * which watches the sandbox's end and stdin at once.
+ */
+static int park(unsigned slot)
+{
+	static struct parked p;
+	struct net_link l;
+	struct error err = {0};
+	if (net_link_for_slot(slot, false, &l) < 0)
+		return fail("slot out of range", NULL);
+	if (net_link_park(&l, PIDFD, &p.link, &err) < 0)
+		return fail(err.msg, NULL);
+	struct relay_config bound = {.gateway = l.gateway, .sandbox = l.address, .events_fd = -1};
+	if (relay_bind(&bound, &p.relay, &err) < 0) {
+		(void)net_link_remove(p.link.host_if, NULL);
+		return fail(err.msg, NULL);
+	}
+	if (printf("parked %s\n", p.link.host_if) < 0 || fflush(stdout) != 0)
+		return fail("cannot say parked", NULL);
+	struct pollfd wait[2] = {{.fd = 0, .events = POLLIN}, {.fd = PIDFD, .events = POLLIN}};
+	while (poll(wait, 2, -1) < 0 && errno == EINTR)
+		;
+	if (wait[1].revents)
+		return 0; /* the sandbox has ended: its link is gone with it */
+	/* the arguments, to EOF: the launcher closes its end once they are written */
+	static char text[PARK_ARGS_MAX + 1];
+	size_t len = 0;
+	ssize_t n;
+	while (len <= PARK_ARGS_MAX && ((n = read(0, text + len, PARK_ARGS_MAX + 1 - len)) > 0 ||
+					(n < 0 && errno == EINTR)))
+		len += n > 0 ? (size_t)n : 0;
+	if (len == 0)
+		return 0; /* not handed out: the link goes with the sandbox */
+	static char *argv[3 + 2 * ALLOW_CIDR_MAX + 16];
+	char slot_text[16];
+	int argc = 0;
+	snprintf(slot_text, sizeof(slot_text), "%u", slot);
+	argv[argc++] = "agentbox-net";
+	if (len > PARK_ARGS_MAX || text[len - 1] != '\0')
+		return fputs(usage, stderr), 2;
+	for (size_t at = 0; at < len; at += strlen(text + at) + 1) {
+		if (argc == (int)(sizeof(argv) / sizeof(argv[0])) - 1)
+			return fputs(usage, stderr), 2;
+		argv[argc++] = text + at;
+		if (argc == 2)
+			argv[argc++] = slot_text;
+	}
+	argv[argc] = NULL;
+	if (argc < 3 || (strcmp(argv[1], "allow") != 0 && strcmp(argv[1], "open") != 0))
+		return fputs(usage, stderr), 2;
+	return run(slot, strcmp(argv[1], "allow") == 0, argc, argv, &p);
 }
 
 int main(int argc, char **argv)
@@ -323,8 +411,11 @@ int main(int argc, char **argv)
 #else
 		return exec_full(argv);
 #endif
-	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS ||
-	    (strcmp(argv[1], "allow") != 0 && strcmp(argv[1], "open") != 0))
+	if (argc < 3 || parse_u64(argv[2], &slot) < 0 || slot >= NET_SLOTS)
 		return fputs(usage, stderr), 2;
-	return run((unsigned)slot, strcmp(argv[1], "allow") == 0, argc, argv);
+	if (strcmp(argv[1], "park") == 0)
+		return argc == 3 ? park((unsigned)slot) : (fputs(usage, stderr), 2);
+	if (strcmp(argv[1], "allow") != 0 && strcmp(argv[1], "open") != 0)
+		return fputs(usage, stderr), 2;
+	return run((unsigned)slot, strcmp(argv[1], "allow") == 0, argc, argv, NULL);
 }

@@ -687,6 +687,15 @@ fail:
 	return fd;
 }
 
+void relay_configure(struct relay *r, const struct relay_config *c)
+{
+	r->c = *c;
+	if (c->dns_only && r->proxy >= 0) {
+		close(r->proxy);
+		r->proxy = -1;
+	}
+}
+
 _Noreturn void relay_run(struct relay *r)
 {
 	static struct acceptor dns, prx;

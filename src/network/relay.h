@@ -76,6 +76,14 @@ struct relay;
 /* Bind the resolver's and the proxy's sockets. 0 or -errno with err. */
 int relay_bind(const struct relay_config *c, struct relay **ret, struct error *err);
 
+/*
+ * Serve c from now on, with the sockets bound for another config of the
+ * same gateway (a parked link's relay, bound before its mode was known):
+ * what arrived meanwhile waits in them. The proxy's socket goes when c
+ * is dns_only. Before relay_run() only.
+ */
+void relay_configure(struct relay *r, const struct relay_config *c);
+
 /* Serve until the process ends. */
 _Noreturn void relay_run(struct relay *r);
 

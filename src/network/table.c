@@ -50,8 +50,11 @@ int net_table_render(const struct net_table_config *c, char *buf, size_t size)
 	if (!size)
 		return -ENOSPC;
 	struct out o = {.p = buf, .size = size};
-	const char *sb = NET_IFNAME_PREFIX "*", *open = NET_IFNAME_OPEN "*",
-		   *allow = NET_IFNAME_ALLOW "*";
+	/* every sandbox link by its name; a mode by its group too (link.h) */
+	const char *sb = NET_IFNAME_PREFIX "*";
+	char open[64], allow[64];
+	snprintf(open, sizeof(open), "iifname \"%s\" iifgroup 0x%08x", sb, NET_GROUP_OPEN);
+	snprintf(allow, sizeof(allow), "iifname \"%s\" iifgroup 0x%08x", sb, NET_GROUP_ALLOW);
 	put(&o, "table inet %s {\n", NET_TABLE);
 	put(&o, "\tset refused {\n\t\ttype ipv4_addr; flags interval;\n\t\telements = { ");
 	for (size_t i = 0; i < sizeof(refused_v4) / sizeof(*refused_v4); i++)
@@ -78,11 +81,11 @@ int net_table_render(const struct net_table_config *c, char *buf, size_t size)
 	put(&o, "\tchain divert {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n");
 	put(&o, "\t\tiifname \"%s\" meta l4proto { tcp, udp } th dport 53 redirect to :%d\n", sb,
 	    NET_DNS_PORT);
-	put(&o, "\t\tiifname \"%s\" meta l4proto tcp redirect to :%d\n", allow, NET_PROXY_PORT);
+	put(&o, "\t\t%s meta l4proto tcp redirect to :%d\n", allow, NET_PROXY_PORT);
 	put(&o, "\t}\n");
 
 	put(&o, "\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n");
-	put(&o, "\t\tiifname \"%s\" ct status dnat meta l4proto tcp th dport %d accept\n", allow,
+	put(&o, "\t\t%s ct status dnat meta l4proto tcp th dport %d accept\n", allow,
 	    NET_PROXY_PORT);
 	put(&o, "\t\tiifname \"%s\" ct status dnat meta l4proto { tcp, udp } th dport %d accept\n",
 	    sb, NET_DNS_PORT);
@@ -96,12 +99,10 @@ int net_table_render(const struct net_table_config *c, char *buf, size_t size)
 	    sb);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" reject with icmp type admin-prohibited\n", sb,
 	    sb);
-	put(&o, "\t\tiifname \"%s\" ip daddr @allowed accept\n", open);
-	put(&o, "\t\tiifname \"%s\" ip daddr @refused meta l4proto tcp reject with tcp reset\n",
-	    open);
-	put(&o, "\t\tiifname \"%s\" ip daddr @refused reject with icmp type admin-prohibited\n",
-	    open);
-	put(&o, "\t\tiifname \"%s\" accept\n", open);
+	put(&o, "\t\t%s ip daddr @allowed accept\n", open);
+	put(&o, "\t\t%s ip daddr @refused meta l4proto tcp reject with tcp reset\n", open);
+	put(&o, "\t\t%s ip daddr @refused reject with icmp type admin-prohibited\n", open);
+	put(&o, "\t\t%s accept\n", open);
 	put(&o, "\t\tiifname \"%s\" drop\n", sb);
 	put(&o, "\t\toifname \"%s\" ct state established,related accept\n", sb);
 	put(&o, "\t\toifname \"%s\" drop\n", sb);

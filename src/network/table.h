@@ -3,9 +3,11 @@
  * libnftables.
  *
  * The ruleset is static: it names no sandbox. What tells sandboxes apart
- * is their link (link.h): the host end's name says the mode ("abo*" open,
- * "aba*" allow), and each sandbox holds the one address whose route leads
- * back through its own link. So a sandbox that comes or goes changes
+ * is their link (link.h): the host end's name says it is a sandbox's
+ * ("ab*"), its device group the mode (NET_GROUP_OPEN, NET_GROUP_ALLOW; a
+ * link made ahead for the pool, NET_GROUP_PARKED, matches neither and is
+ * dropped), and each sandbox holds the one address whose route leads back
+ * through its own link. So a sandbox that comes or goes changes
  * nothing here, and nothing here can be left behind by one.
  *
  *	guard (prerouting, raw)    no IPv6 from a sandbox; a source address

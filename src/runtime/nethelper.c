@@ -12,6 +12,7 @@
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,21 +42,32 @@ static int move_fd(int fd, int to)
 /*
  * Start agentbox-net with argv (argv[0] included), its stdout and stderr
  * into a pipe whose read end is *ret_out, pidfd (when >= 0) as fd 3 and
- * secrets_fd (when >= 0) as fd 4.
+ * secrets_fd (when >= 0) as fd 4; with ret_in, its stdin a pipe whose
+ * write end is *ret_in.
  */
 static int spawn(const char *const *argv, int pidfd, int secrets_fd, pid_t *ret_pid, int *ret_out,
-		 struct error *err)
+		 int *ret_in, struct error *err)
 {
 	char helper[4200];
 	helper_path(helper, sizeof(helper));
-	int out[2];
+	int out[2], in[2] = {-1, -1};
 	if (pipe2(out, O_CLOEXEC) < 0)
 		return error_set_errno(err, errno, "network: pipe");
+	if (ret_in && pipe2(in, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(out[0]);
+		close(out[1]);
+		return error_set_errno(err, e, "network: pipe");
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
 		close(out[0]);
 		close(out[1]);
+		if (ret_in) {
+			close(in[0]);
+			close(in[1]);
+		}
 		return error_set_errno(err, e, "network: fork");
 	}
 	if (pid == 0) {
@@ -64,7 +76,7 @@ static int spawn(const char *const *argv, int pidfd, int secrets_fd, pid_t *ret_
 		if (secrets_fd >= 0 && secrets_fd < 4 &&
 		    (secrets_fd = fcntl(secrets_fd, F_DUPFD_CLOEXEC, 5)) < 0)
 			_exit(127);
-		if (dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0 ||
+		if ((ret_in && dup2(in[0], 0) < 0) || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0 ||
 		    (pidfd >= 0 && move_fd(pidfd, 3) < 0) ||
 		    (secrets_fd >= 0 && move_fd(secrets_fd, 4) < 0))
 			_exit(127);
@@ -73,6 +85,10 @@ static int spawn(const char *const *argv, int pidfd, int secrets_fd, pid_t *ret_
 		_exit(127);
 	}
 	close(out[1]);
+	if (ret_in) {
+		close(in[0]);
+		*ret_in = in[1];
+	}
 	*ret_pid = pid;
 	*ret_out = out[0];
 	return 0;
@@ -112,6 +128,30 @@ static void reap(pid_t pid, int *ret_status)
 		*ret_status = status;
 }
 
+/*
+ * Wait for the helper pid's line "WORD IFNAME" on out (word is "WORD "),
+ * and put IFNAME into ifname. 0; else the helper is killed and reaped,
+ * whatever it was doing (a relay never exits by itself), and -EIO with
+ * err saying what it printed.
+ */
+static int await_line(pid_t pid, int out, const char *word, char *ifname, size_t size,
+		      struct error *err)
+{
+	char msg[512];
+	read_output(out, msg, sizeof(msg), true);
+	char *at = strstr(msg, word);
+	char *end = at ? strchr(at, '\n') : NULL;
+	if (at && (at == msg || at[-1] == '\n') && end) {
+		*end = '\0';
+		snprintf(ifname, size, "%s", at + strlen(word));
+		return 0;
+	}
+	kill(pid, SIGKILL);
+	reap(pid, NULL);
+	msg[strcspn(msg, "\n")] = '\0';
+	return error_set(err, EIO, "network: %s", msg[0] ? msg : "agentbox-net failed");
+}
+
 int nethelper_attach(void *arg, int pidfd, unsigned slot, struct error *err)
 {
 	struct nethelper_link *l = arg;
@@ -136,25 +176,103 @@ int nethelper_attach(void *arg, int pidfd, unsigned slot, struct error *err)
 	argv[argc] = NULL;
 	pid_t pid;
 	_cleanup_close_ int out = -1;
-	int r = spawn(argv, pidfd, secrets, &pid, &out, err);
+	int r = spawn(argv, pidfd, secrets, &pid, &out, NULL, err);
 	if (r < 0)
 		return r;
-	/* "ready IFNAME" once the link is made and the relay serves; it then stays */
-	char msg[512];
-	read_output(out, msg, sizeof(msg), true);
-	char *ready = strstr(msg, "ready ");
-	char *end = ready ? strchr(ready, '\n') : NULL;
-	if (ready && (ready == msg || ready[-1] == '\n') && end) {
-		*end = '\0';
-		snprintf(l->host_if, sizeof(l->host_if), "%s", ready + 6);
-		l->relay = pid;
-		return 0;
+	return await_line(pid, out, "ready ", l->host_if, sizeof(l->host_if), err) < 0
+		   ? -EIO
+		   : (l->relay = pid, 0);
+}
+
+int nethelper_park(void *arg, int pidfd, unsigned slot, struct error *err)
+{
+	struct nethelper_park *p = arg;
+	char slot_text[16];
+	snprintf(slot_text, sizeof(slot_text), "%u", slot);
+	const char *argv[] = {"agentbox-net", "park", slot_text, NULL};
+	*p = (struct nethelper_park){.args = -1, .out = -1};
+	pid_t pid;
+	int out, in;
+	int r = spawn(argv, pidfd, -1, &pid, &out, &in, err);
+	if (r < 0)
+		return r;
+	if (await_line(pid, out, "parked ", p->host_if, sizeof(p->host_if), err) < 0) {
+		close(in);
+		close(out);
+		return -EIO;
 	}
-	/* not ready: whatever it is doing, it goes (a relay would never exit by itself) */
-	kill(pid, SIGKILL);
-	reap(pid, NULL);
-	msg[strcspn(msg, "\n")] = '\0';
-	return error_set(err, EIO, "network: %s", msg[0] ? msg : "agentbox-net failed");
+	p->helper = pid;
+	p->args = in;
+	p->out = out;
+	return 0;
+}
+
+/* Append s and its NUL to buf at *len, if it fits. */
+static bool put_arg(char *buf, size_t size, size_t *len, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	if (n > size - *len)
+		return false;
+	memcpy(buf + *len, s, n);
+	*len += n;
+	return true;
+}
+
+int nethelper_hand_out(struct nethelper_park *p, struct nethelper_link *l, struct error *err)
+{
+	if (p->helper <= 0)
+		return error_set(err, ENODEV, "network: no parked link");
+	if (l->secrets_fd > 0)
+		return error_set(err, EINVAL, "network: a parked link takes no secrets");
+	size_t size = NETHELPER_PARK_ARGS_MAX, len = 0;
+	_cleanup_free_ char *buf = malloc(size);
+	bool ok = buf && put_arg(buf, size, &len, l->allow ? "allow" : "open");
+	if (ok && l->allow)
+		ok = put_arg(buf, size, &len, "--policy") && put_arg(buf, size, &len, l->policy) &&
+		     put_arg(buf, size, &len, "--events") && put_arg(buf, size, &len, l->events);
+	for (char *const *e = l->extra; ok && e && *e; e++)
+		ok = put_arg(buf, size, &len, *e);
+	int r = ok ? 0 : error_set(err, E2BIG, "network: the relay's arguments are too long");
+	/* written whole, then EOF: the helper reads to it (it may be more than a pipe holds) */
+	for (size_t at = 0; r == 0 && at < len;) {
+		ssize_t n = write(p->args, buf + at, len - at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			r = error_set_errno(err, errno, "network: the parked link's helper");
+		else
+			at += (size_t)n;
+	}
+	CLOSE_FD(p->args);
+	pid_t pid = p->helper;
+	p->helper = 0;
+	_cleanup_close_ int out = p->out;
+	p->out = -1;
+	if (r < 0) {
+		kill(pid, SIGKILL);
+		reap(pid, NULL);
+		return r;
+	}
+	/* a rate is in place only once it says so; the mode, once anyone sets the group */
+	bool rate = false;
+	for (char *const *e = l->extra; e && *e; e++)
+		rate = rate || strcmp(*e, "--rate") == 0;
+	if (rate && await_line(pid, out, "ready ", l->host_if, sizeof(l->host_if), err) < 0)
+		return -EIO;
+	snprintf(l->host_if, sizeof(l->host_if), "%s", p->host_if);
+	l->relay = pid;
+	return 0;
+}
+
+void nethelper_park_release(struct nethelper_park *p)
+{
+	if (p->helper <= 0)
+		return; /* none, or handed out: its fds are closed */
+	CLOSE_FD(p->args);
+	CLOSE_FD(p->out);
+	kill(p->helper, SIGKILL);
+	reap(p->helper, NULL);
+	p->helper = 0;
 }
 
 int nethelper_run(const char *const *args, char *out, size_t size, struct error *err)
@@ -166,7 +284,7 @@ int nethelper_run(const char *const *args, char *out, size_t size, struct error 
 	argv[argc] = NULL;
 	pid_t pid;
 	_cleanup_close_ int fd = -1;
-	int r = spawn(argv, -1, -1, &pid, &fd, err);
+	int r = spawn(argv, -1, -1, &pid, &fd, NULL, err);
 	if (r < 0)
 		return r;
 	char msg[512];

@@ -13,6 +13,13 @@
  *	                    for its "ready IFNAME" line, and leaves it running
  *	                    as the sandbox's relay; it ends by itself when init
  *	                    does, or when its launcher dies (a death signal)
+ *	nethelper_park()    a pooled sandbox's link, made ahead and left down
+ *	                    (agentbox-net park SLOT), its helper waiting
+ *	nethelper_hand_out()  that link handed out in a mode: the helper
+ *	                    gets the arguments nethelper_attach() would have
+ *	                    given, and goes on as the relay; the link carries
+ *	                    nothing until it is in its mode's group, which the
+ *	                    helper sets, and the daemon too, at once (link.h)
  *	nethelper_run()     one of its short subcommands (host-up, host-down),
  *	                    run to its end
  *
@@ -31,8 +38,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define NETHELPER_IFNAME_MAX 16	 /* IFNAMSIZ: a link's host end, "abo<slot>" or "aba<slot>" */
-#define NETHELPER_ARGS_MAX   160 /* agentbox-net's argv: 17 + 2 per --allow-cidr (64 at most) */
+#define NETHELPER_IFNAME_MAX	16  /* IFNAMSIZ: a link's host end, "abo<slot>" or "aba<slot>" */
+#define NETHELPER_ARGS_MAX	160 /* agentbox-net's argv: 17 + 2 per --allow-cidr (64 at most) */
+#define NETHELPER_PARK_ARGS_MAX (1 << 20) /* bytes a parked helper reads (its own bound too) */
 
 /*
  * One sandbox's link. What is asked for is the caller's: the strings must
@@ -58,6 +66,39 @@ struct nethelper_link {
  * removes what it made before it says anything else).
  */
 int nethelper_attach(void *arg, int pidfd, unsigned slot, struct error *err);
+
+/*
+ * A parked link and its helper. Zero-initialized (or released) means none.
+ */
+struct nethelper_park {
+	pid_t helper;			    /* agentbox-net park, waiting; 0: none */
+	int args;			    /* its stdin's write end */
+	int out;			    /* its stdout's and stderr's read end */
+	char host_if[NETHELPER_IFNAME_MAX]; /* the parked link's host end */
+};
+
+/*
+ * A spec->network_attach-shaped call whose arg is a struct nethelper_park:
+ * park the link of the sandbox behind pidfd. 0, or -errno with err and
+ * nothing left.
+ */
+int nethelper_park(void *arg, int pidfd, unsigned slot, struct error *err);
+
+/*
+ * Hand p's link out as l asks (l->secrets_fd must be 0: a parked link
+ * takes none): its arguments written, without waiting for the helper
+ * unless l has a rate ("--rate" in l->extra: the cap is in place when
+ * this returns). On success l is filled as nethelper_attach() fills it
+ * (host_if the parked name, which stays), and p is none; the caller has
+ * the link put into its mode's group (network/link.h's
+ * net_link_set_group()) before the sandbox is handed out. On failure too
+ * p is none: its helper is killed and reaped, and the link goes with the
+ * sandbox. 0 or -errno with err.
+ */
+int nethelper_hand_out(struct nethelper_park *p, struct nethelper_link *l, struct error *err);
+
+/* Kill and reap p's helper, if still parked; p is none. */
+void nethelper_park_release(struct nethelper_park *p);
 
 /*
  * Run agentbox-net with args (its argv after the program name, NULL-

@@ -26,6 +26,7 @@ int dir_load(struct shim *s, struct error *err)
 	if (!json_is_object(spec))
 		return error_set(err, EINVAL, "sandbox.json: spec is not an object");
 	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->park = json_is_true(json_object_get(root, "park_network"));
 	s->expires_at = expires ? (int64_t)json_integer_value(expires) : 0;
 
 	spec_init(&s->spec);

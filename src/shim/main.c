@@ -106,14 +106,22 @@ static int start_sandbox(struct shim *s, struct error *err)
 	_cleanup_close_ int root = -1;
 	struct error probe = {0};
 	char unused[SPEC_PATH_MAX + 32];
-	if (sandbox_open(s->sb, "/", SANDBOX_OPEN_DIR, &root, unused, sizeof(unused), &probe) == 0)
+	bool answers =
+	    sandbox_open(s->sb, "/", SANDBOX_OPEN_DIR, &root, unused, sizeof(unused), &probe) == 0;
+	/* a pooled sandbox's link, made ahead (it is down until a claim hands it out) */
+	if (answers &&
+	    (!s->park || (r = sandbox_attach_network(s->sb, nethelper_park, &s->parked, err)) == 0))
 		return 0;
 	struct sandbox_result res = {0};
 	sandbox_kill(s->sb);
-	if (sandbox_wait(s->sb, -1, &res, err) == 0 && res.end == SANDBOX_SETUP_FAILED)
-		r = -err->code;
-	else
+	struct error ended = {0};
+	if (!answers && sandbox_wait(s->sb, -1, &res, &ended) == 0 &&
+	    res.end == SANDBOX_SETUP_FAILED)
+		r = error_set(err, ended.code, "%s", ended.msg);
+	else if (!answers)
 		r = error_set(err, probe.code, "the sandbox does not answer: %s", probe.msg);
+	else
+		(void)sandbox_wait(s->sb, -1, &res, &ended);
 	s->sb = sandbox_free(s->sb);
 	return r;
 }
@@ -222,6 +230,7 @@ static void release(struct shim *s)
 	free(s->default_env);
 	spec_release(&s->spec);
 	spec_network_release(&s->net);
+	nethelper_park_release(&s->parked);
 	strv_free(s->spec_env);
 }
 

@@ -52,28 +52,66 @@ int op_expire(struct shim *s, struct conn *c, json_t *req, int fd, struct error 
 	return reply_ok(s, c);
 }
 
-/* A pooled sandbox, claimed with a network: its link, before it is handed out. */
+/*
+ * A pooled sandbox, claimed with a network: its link, before it is handed
+ * out, and its expiry (as op_expire). A link parked with the sandbox is
+ * handed out, and the reply names it ("link"): the daemon puts it into its
+ * mode's group; else one is made now.
+ */
 int op_network(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
 {
 	(void)fd;
+	int64_t at = 0;
+	int r = req_int(req, "expires_at", false, 0, INT64_MAX, 0, &at, err);
+	if (r < 0)
+		return r;
 	if (s->end_reason || !s->sb)
 		return error_set(err, ECANCELED, "the sandbox is ending");
 	if (s->networked)
 		return error_set(err, EEXIST, "the sandbox has a network already");
+	if (json_object_get(req, "expires_at"))
+		s->expires_at = at;
 	struct spec net = {0};
-	int r = spec_json_network(json_object_get(req, "network"), json_object_get(req, "egress"),
-				  0, s->network_log, &s->net, &net, err);
+	r = spec_json_network(json_object_get(req, "network"), json_object_get(req, "egress"), 0,
+			      s->network_log, &s->net, &net, err);
 	if (r < 0)
 		return r;
 	if (!net.network_attach)
 		return reply_ok(s, c);
-	if ((r = sandbox_attach_network(s->sb, net.network_attach, net.network_arg, err)) < 0) {
+	if (s->parked.helper <= 0) {
+		if ((r = sandbox_attach_network(s->sb, net.network_attach, net.network_arg, err)) <
+		    0) {
+			spec_network_release(&s->net);
+			return r;
+		}
+		s->networked = true;
+		shim_note("the sandbox's network is %s", s->net.allow ? "allow" : "open");
+		return reply_ok(s, c);
+	}
+	/*
+	 * The parked link: a capped one is handed out before the reply (the cap
+	 * is in place before the sandbox is handed out). Any other after it, so
+	 * that the daemon, which puts the link into its mode's group, does not
+	 * wait while the helper wakes and takes a CPU: what the sandbox sends
+	 * before the helper serves waits in the relay's sockets.
+	 */
+	bool capped =
+	    json_integer_value(json_object_get(json_object_get(req, "network"), "rate_mbit")) > 0;
+	_cleanup_json_ json_t *m = json_pack("{s:s, s:s}", "type", "ok", "link", s->parked.host_if);
+	if (!m || (capped && (r = spec_network_hand_out(&s->net, &s->parked, err)) < 0)) {
 		spec_network_release(&s->net);
-		return r;
+		return m ? r : error_set(err, ENOMEM, "out of memory");
+	}
+	conn_send(s, c, m, -1);
+	if (!capped && (r = spec_network_hand_out(&s->net, &s->parked, err)) < 0) {
+		/* handed out already, but with no relay: it cannot go on */
+		spec_network_release(&s->net);
+		shim_end(s, "failed", "%s", err->msg);
+		return 0;
 	}
 	s->networked = true;
 	shim_note("the sandbox's network is %s", s->net.allow ? "allow" : "open");
-	return reply_ok(s, c);
+	return 0;
 }
 
 int op_status(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)

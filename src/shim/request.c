@@ -29,7 +29,7 @@ static const struct op ops[] = {
     {"pause", op_pause, NO_FIELDS, false},
     {"resume", op_resume, NO_FIELDS, false},
     {"expire", op_expire, FIELDS("expires_at"), false},
-    {"network", op_network, FIELDS("network", "egress"), false},
+    {"network", op_network, FIELDS("network", "egress", "expires_at"), false},
     {"status", op_status, NO_FIELDS, false},
     {"stop", op_stop, NO_FIELDS, false},
 };

@@ -22,6 +22,7 @@
 
 #include "base/error.h"
 #include "base/json-cleanup.h"
+#include "runtime/nethelper.h"
 #include "runtime/sandbox.h"
 #include "runtime/serve.h"
 #include "runtime/spec.h"
@@ -110,7 +111,9 @@ struct shim {
 	bool paused;
 	bool networked; /* its link is made (at start, or by op_network at a claim) */
 	struct spec_network net;
-	char network_log[4200]; /* the relay's refusals: <dir>/LAYOUT_NETWORK_LOG */
+	bool park;		      /* a pooled sandbox whose link is made ahead (sandbox.json) */
+	struct nethelper_park parked; /* that link, until op_network hands it out */
+	char network_log[4200];	      /* the relay's refusals: <dir>/LAYOUT_NETWORK_LOG */
 
 	const char *end_reason; /* set once the shim ends the sandbox itself */
 	char end_detail[256];

@@ -196,6 +196,22 @@ int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err)
 	return 0;
 }
 
+int spec_network_hand_out(struct spec_network *net, struct nethelper_park *p, struct error *err)
+{
+	struct nethelper_link l = {.allow = net->allow,
+				   .policy = net->policy,
+				   .events = net->events,
+				   .extra = net->extra,
+				   .secrets_fd = net->secrets_fd};
+	net->host_if[0] = '\0';
+	int r = nethelper_hand_out(p, &l, err);
+	if (r < 0)
+		return r;
+	net->relay = l.relay;
+	snprintf(net->host_if, sizeof(net->host_if), "%s", l.host_if);
+	return 0;
+}
+
 int spec_network_bytes(const struct spec_network *net, pid_t init_pid, uint64_t *ret_in,
 		       uint64_t *ret_out)
 {

@@ -82,6 +82,13 @@ int spec_json_secrets(const json_t *spec, const char *path, bool consume, int *r
 int spec_network_attach(void *arg, int pidfd, unsigned slot, struct error *err);
 
 /*
+ * As spec_network_attach(), with the link that p parked (a pooled
+ * sandbox's, runtime/nethelper.h): p is none afterwards, either way.
+ */
+struct nethelper_park;
+int spec_network_hand_out(struct spec_network *net, struct nethelper_park *p, struct error *err);
+
+/*
  * The bytes the sandbox received (*ret_in) and sent (*ret_out) through its
  * link, from its two ends' counters (eth0's through /proc/<init_pid>: code
  * inside has no way to change them). 0, -ENODEV before the link is made,

@@ -198,7 +198,7 @@ class World:
             ip("netns", "del", ns, check=False)
 
     def host_links(self):
-        return re.findall(r"^\d+: (ab[oa]\d+)", ip("-n", self.host, "-o", "link"), re.M)
+        return re.findall(r"^\d+: (ab[oap]\d+)", ip("-n", self.host, "-o", "link"), re.M)
 
     def tables(self):
         return subprocess.run([*self.netns(self.host), "nft", "list", "tables"], check=True,

@@ -433,3 +433,147 @@ def test_rate_caps_each_way(world, daemon):
     assert qdisc.count("tbf") == 1, qdisc
     assert daemon.request("DELETE", f"/v1/sandboxes/{plain}")[0] == 200
 
+
+
+# ---- links parked with the warm pool ----------------------------------------
+
+GROUP_PARKED = 0x61620000  # network/link.h's device groups
+GROUP = {"open": 0x61620001, "allow": 0x61620002}
+
+
+def parked_ids(d):
+    """Pooled sandboxes made with a parked link (their sandbox.json says so)."""
+    ids = []
+    for sid in pooled(d):
+        try:
+            spec = json.loads((d.state / "sandboxes" / sid / "sandbox.json").read_text())
+        except (OSError, ValueError):
+            continue  # being made or removed
+        if spec.get("park_network"):
+            ids.append(sid)
+    return ids
+
+
+def parked_ready(d):
+    """With a --pool-network of 2 the keeper parks one at a time: once the second has a
+    directory, the first is ready."""
+    assert helpers.wait_until(lambda: len(parked_ids(d)) >= 2, 30, 0.05), "nothing parked"
+    return parked_ids(d)
+
+
+def links(world):
+    """The host's sandbox links: name -> (device group, up)."""
+    out = subprocess.run(["ip", "-n", world.host, "-d", "-o", "link"], check=True,
+                         capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        name = line.split(": ")[1].split("@")[0]
+        if name.startswith("ab"):
+            found[name] = (int(line.split(" group ")[1].split()[0], 0), "state UP" in line)
+    return found
+
+
+def pooled_netns(d, sid):
+    """The network namespace of a pooled sandbox: that of its shim's child (its init, or
+    its relay) whose namespace is not the host's."""
+    shim = (d.state / "sandboxes" / sid / "shim").read_text().split()[0]
+    host = os.stat(f"/run/netns/{d.world_host}").st_ino
+    for pid in open(f"/proc/{shim}/task/{shim}/children").read().split():
+        ns = f"/proc/{pid}/ns/net"
+        if os.stat(ns).st_ino != host:
+            return ns
+    raise AssertionError(f"no sandbox init under shim {shim}")
+
+
+def test_parked_links_serve_networked_creates(world, tmp_path):
+    """--pool-network: pooled sandboxes whose link is made ahead, up but in a group the
+    table drops, handed out to a networked create by a change of group (bench/network
+    measures what that saves). Traffic, DNS, policy, rate, recovery and the clean stop
+    all hold as for a link made at the claim."""
+    d = Daemon(tmp_path, "--pool", "1", "--pool-network", "2", "--resolver", "198.51.100.1")
+    d.prefix = world.netns(world.host)
+    d.world_host = world.host
+    d.start()
+    try:
+        # a daemon whose sandboxes have no network parks nothing (nor makes its table)
+        assert helpers.wait_until(lambda: len(pooled(d)) >= 1, 30, 0.05)
+        assert not helpers.wait_until(lambda: parked_ids(d) or links(world), 1, 0.05)
+        assert "agentbox" not in world.tables()
+        first = d.create_sandbox(network={"mode": "open"})  # its link made at the claim
+        assert [n[:3] for n in links(world)] == ["abo"], links(world)
+
+        # then the keeper parks links: up, in no mode's group, and dropped by the table
+        ready = parked_ready(d)
+        parked = {n: v for n, v in links(world).items() if n.startswith("abp")}
+        assert parked and all(v == (GROUP_PARKED, True) for v in parked.values()), parked
+        ns = pooled_netns(d, ready[0])
+        r = subprocess.run(["nsenter", f"--net={ns}", *CURL, "-m", "2",
+                            f"http://{SITE}/from-parked"], capture_output=True, text=True)
+        assert r.returncode != 0 and r.stdout != "200", r
+        assert not [e for e in world.seen() if e.get("http") == "/from-parked"]
+
+        # open: from a parked link, which serves at once (its relay's DNS too)
+        sid = d.create_sandbox(network={"mode": "open"})
+        assert sid in ready, "an open create did not take a parked link"
+        out, err, _ = sh(d, sid, " ".join(CURL) + f" http://{SITE}/parked-open; echo; "
+                         "getent ahostsv4 site7.test | head -1; "
+                         + " ".join(CURL) + f" http://{REFUSED['metadata']}/refused-parked; "
+                         "echo \" rc=$?\"")
+        assert out.split()[:4] == ["200", "203.0.113.10", "STREAM", "site7.test"], (out, err)
+        assert out.strip().endswith(" rc=7"), out
+        name = [n for n, v in links(world).items() if v[0] == GROUP["open"] and
+                n.startswith("abp")]
+        assert len(name) == 1, links(world)
+        # (ip netns exec: the namespace's own sysfs, where info reads a link's group)
+        info = subprocess.run(["ip", "netns", "exec", world.host, os.path.join(
+            BUILD, "src", "cli", "agentbox"), "info"], capture_output=True, text=True).stdout
+        shown = {line.split()[0]: line.split()[1] for line in info.splitlines()
+                 if line.strip().startswith("ab")}
+        still = [n for n, v in links(world).items() if v[0] == GROUP_PARKED]
+        assert still and shown.get(name[0]) == "open" and not set(shown) & set(still), info
+
+        # allow: the relay gets its policy at the claim
+        ready = parked_ready(d)
+        sid = d.create_sandbox(network={"mode": "allow", "allow": ["site1.test"]})
+        assert sid in ready, "an allow create did not take a parked link"
+        assert fetch(d, sid, "http://site1.test/parked-allow", "--noproxy", "'*'")[0] == "200"
+        code, rc, err = fetch(d, sid, "http://site2.test/parked-denied", "--noproxy", "'*'")
+        assert code != "200", (code, rc, err)
+        assert ("site2.test", "not_allowed") in {(e.get("host"), e["reason"])
+                                                 for e in network_log(d, sid)}
+        assert [e for e in world.seen() if e.get("http") == "/parked-allow"]
+        assert not [e for e in world.seen() if e.get("http") == "/parked-denied"]
+
+        # none never takes a parked link (its eth0 would show)
+        ready = parked_ready(d)
+        plain = d.create_sandbox()
+        assert plain not in ready
+        assert sh(d, plain, IFACES)[0].split() == ["lo"]
+
+        # a cap is in place before the sandbox is handed out
+        ready = parked_ready(d)
+        capped = d.create_sandbox(network={"mode": "open", "rate_mbit": RATE_MBIT})
+        assert capped in ready
+        qdisc = subprocess.run([*world.netns(world.host), "tc", "qdisc", "show"],
+                               capture_output=True, text=True).stdout
+        assert f"rate {RATE_MBIT}Mbit" in qdisc, qdisc
+
+        # SIGKILL: the next daemon adopts the parked links with their pool
+        ready = parked_ready(d)
+        d.kill()
+        d.start()
+        sid = d.create_sandbox(network={"mode": "open"})
+        assert sid in ready, "a parked link was not adopted"
+        assert sh(d, sid, " ".join(CURL) + f" http://{SITE}/after-restart")[0] == "200"
+
+        # a clean stop with every sandbox gone removes the table, parked links or not
+        for sb in d.sandboxes():
+            assert d.request("DELETE", f"/v1/sandboxes/{sb['id']}")[0] == 200
+        assert helpers.wait_until(lambda: not [n for n, v in links(world).items()
+                                               if v[0] != GROUP_PARKED], 10, 0.05)
+        d.stop()
+        assert "agentbox" not in world.tables()
+        assert helpers.wait_until(lambda: not links(world), 10, 0.05), links(world)
+    finally:
+        if d.proc and d.proc.poll() is None:
+            d.stop()

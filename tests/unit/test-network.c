@@ -58,9 +58,11 @@ static void test_render_names_every_part(void **state)
 	    "iifname \"ab*\" meta nfproto ipv6 drop",
 	    "iifname \"ab*\" fib saddr . iif oif missing drop",
 	    "th dport 53 redirect to :15053",
-	    "iifname \"aba*\" meta l4proto tcp redirect to :15001",
+	    "iifname \"ab*\" iifgroup 0x61620002 meta l4proto tcp redirect to :15001",
 	    "iifname \"ab*\" oifname \"ab*\" meta l4proto tcp reject with tcp reset",
-	    "iifname \"abo*\" ip daddr @refused meta l4proto tcp reject with tcp reset",
+	    "iifname \"ab*\" iifgroup 0x61620001 ip daddr @refused meta l4proto tcp reject with "
+	    "tcp reset",
+	    "iifname \"ab*\" iifgroup 0x61620001 accept",
 	    "ip saddr 10.231.0.0/16 oifname != \"ab*\" masquerade",
 	    "table arp agentbox {",
 	};
@@ -204,8 +206,10 @@ static void test_link_for_slot(void **state)
 	assert_int_equal(l.gateway, NET_SUBNET_V4 + 2);
 	assert_int_equal(l.address, NET_SUBNET_V4 + 3);
 	assert_string_equal(l.host_if, "abo0");
+	assert_int_equal(l.group, NET_GROUP_OPEN);
 	assert_int_equal(net_link_for_slot(NET_SLOTS - 1, true, &l), 0);
 	assert_string_equal(l.host_if, "aba16383");
+	assert_int_equal(l.group, NET_GROUP_ALLOW);
 	assert_true(l.address < NET_SUBNET_V4 + 65535); /* inside the /16 */
 	assert_true(strlen(l.host_if) < IFNAMSIZ);
 	assert_int_equal(l.host_mac[0] & 3, 2); /* locally administered unicast */
