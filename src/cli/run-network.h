@@ -13,7 +13,7 @@
  *	      is. Else install it, marked as run's, and turn forwarding on,
  *	      recording its value before in network-N.json
  *	down  once the sandbox and its link are gone, and no other run is
- *	      live: run's table with no link (abo*, aba*) left is removed and
+ *	      live: run's table with no sandbox link left is removed and
  *	      forwarding put back as recorded; agentboxd's table is its own
  *
  * Per network namespace (the table and the sysctl are per namespace; N is

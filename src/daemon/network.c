@@ -47,7 +47,10 @@ static int network_file(const struct daemon *d, char *buf, size_t size)
 static int ready_locked(struct daemon *d, struct error *err)
 {
 	struct net_table_config c = {.allowed = d->cfg.allowed, .nallowed = d->cfg.nallowed};
-	int r = net_table_install(&c, err);
+	/* the links of sandboxes that outlived an older daemon, into the groups the rules match */
+	int r = net_links_adopt(err);
+	if (r == 0)
+		r = net_table_install(&c, err);
 	if (r < 0)
 		return r;
 	char path[4200];

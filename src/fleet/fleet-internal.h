@@ -10,6 +10,7 @@
 #include "fleet/fleet.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 struct member {
 	char id[SANDBOX_ID_SIZE];
@@ -41,7 +42,7 @@ struct fleet {
 	pthread_t keeper;
 	bool keeper_started;
 	volatile int stopping;
-	volatile int network_used; /* a sandbox asked for a network: parked links are kept */
+	atomic_bool network_used; /* a poolable create asked for a network: links are parked */
 };
 
 /* The time to record: cfg.now_ms(), or the wall clock. */

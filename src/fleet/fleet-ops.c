@@ -53,7 +53,7 @@ static int store_failed(int r, const char *id, struct error *err)
 /*
  * Take a pooled sandbox, if one is ready: for a sandbox with a network,
  * one whose link is parked, else any; for one without, never such one
- * (its down eth0 would show, and taking the link back costs more than
+ * (its eth0 would show, and taking the link back costs more than
  * a sandbox made now).
  */
 static bool take_pooled(struct fleet *f, bool network, char id[SANDBOX_ID_SIZE])
@@ -104,9 +104,10 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 		return error_set_errno(err, -r, "%s/" LAYOUT_ENV_JSON, dir);
 	}
 	/*
-	 * Claimed in the store first: a sandbox that has a network is never
-	 * pooled, so a daemon that dies between the two steps leaves a claimed
-	 * sandbox (ended as its shim ends it), never a pooled one with a link.
+	 * Claimed in the store first: a sandbox given a network is never pooled
+	 * again, so a daemon that dies between the two steps leaves a claimed
+	 * sandbox (ended as its shim ends it), never a pooled one whose link is
+	 * in a mode (a parked link is in none: the table drops it).
 	 */
 	int64_t expires = now + spec->timeout_ms;
 	if ((r = store_sandbox_claim(st, id, now, expires, spec->spec_json, spec->metadata_json,
@@ -227,8 +228,8 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 	char id[SANDBOX_ID_SIZE];
 	int r;
 	bool network = wants_network(spec->spec_json);
-	if (network)
-		f->network_used = 1; /* from now on the keeper parks links too */
+	if (network && spec->default_limits && !spec->secrets_json)
+		atomic_store(&f->network_used, true); /* from now on the keeper parks links too */
 	while (spec->default_limits && !spec->secrets_json && take_pooled(f, network, id)) {
 		if ((r = claim_pooled(f, st, id, spec, now, err)) == 0)
 			return fleet_get_live(f, st, id, false, ret, err);

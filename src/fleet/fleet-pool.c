@@ -48,12 +48,13 @@ static int64_t monotonic_ms(void)
 }
 
 /*
- * The kind of pooled sandbox the pool is short of: FLEET_POOLED first,
- * then FLEET_PARKED (once a sandbox has asked for a network: a daemon
- * whose sandboxes have none never touches the host's network), or
- * FLEET_HANDED_OUT when it is full.
+ * The kind of pooled sandbox the pool is short of, of those ok (a bit per
+ * kind): FLEET_POOLED first, then FLEET_PARKED (once a sandbox has asked
+ * for a network: a daemon whose sandboxes have none never touches the
+ * host's network), or FLEET_HANDED_OUT when neither is short.
  */
-static enum fleet_kind pool_short(struct fleet *f)
+#define KIND_BIT(k) (1u << (k))
+static enum fleet_kind pool_short(struct fleet *f, unsigned ok)
 {
 	unsigned plain = 0, parked = 0;
 	pthread_mutex_lock(&f->lock);
@@ -62,20 +63,21 @@ static enum fleet_kind pool_short(struct fleet *f)
 		parked += f->m[i].pooled && f->m[i].parked;
 	}
 	pthread_mutex_unlock(&f->lock);
-	if (plain < f->cfg.pool_size)
+	if ((ok & KIND_BIT(FLEET_POOLED)) && plain < f->cfg.pool_size)
 		return FLEET_POOLED;
-	if (f->network_used && parked < f->cfg.pool_network)
+	if ((ok & KIND_BIT(FLEET_PARKED)) && atomic_load(&f->network_used) &&
+	    parked < f->cfg.pool_network)
 		return FLEET_PARKED;
 	return FLEET_HANDED_OUT;
 }
 
 /*
  * One round of the keeper: record the ends of the shims that are gone,
- * then, when refill, make one pooled sandbox if the pool is short. 1 when
- * one was made, 0 when none was needed (or allowed), -errno when making
- * one failed.
+ * then make one pooled sandbox of a kind in ok (KIND_BIT()s) if the pool
+ * is short of it, its kind into *ret_kind. 1 when one was made, 0 when
+ * none was needed (or allowed), -errno when making one failed.
  */
-static int keep(struct fleet *f, struct store *st, bool refill)
+static int keep(struct fleet *f, struct store *st, unsigned ok, enum fleet_kind *ret_kind)
 {
 	/* shims that are gone */
 	for (;;) {
@@ -99,7 +101,7 @@ static int keep(struct fleet *f, struct store *st, bool refill)
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		; /* shims we started, now gone */
 	/* the pool, one at a time so ends are seen between */
-	enum fleet_kind kind = refill && !f->stopping ? pool_short(f) : FLEET_HANDED_OUT;
+	enum fleet_kind kind = *ret_kind = f->stopping ? FLEET_HANDED_OUT : pool_short(f, ok);
 	if (kind == FLEET_HANDED_OUT)
 		return 0;
 	int r = make_pooled(f, st, kind);
@@ -115,22 +117,27 @@ static void *keeper_main(void *arg)
 		fleet_log(f, "sandbox keeper: %s", err.msg);
 		return NULL;
 	}
-	/* a pool that cannot be refilled (a broken shim, no memory) is tried
-	 * again after a pause that doubles up to FLEET_POOL_BACKOFF_MAX_MS,
-	 * while ends are still recorded every tick */
-	int64_t backoff = 0, next_refill = 0;
+	/* a kind of pooled sandbox that cannot be made (a broken shim, no
+	 * memory; agentbox-net missing for parked links) is tried again after
+	 * a pause that doubles up to FLEET_POOL_BACKOFF_MAX_MS, the other kind
+	 * meanwhile as usual, and ends are still recorded every tick */
+	int64_t backoff[FLEET_PARKED + 1] = {0}, next[FLEET_PARKED + 1] = {0};
 	while (!f->stopping) {
 		int64_t now = monotonic_ms();
-		int r = keep(f, st, now >= next_refill);
+		unsigned ok = 0;
+		for (enum fleet_kind k = FLEET_POOLED; k <= FLEET_PARKED; k++)
+			ok |= now >= next[k] ? KIND_BIT(k) : 0;
+		enum fleet_kind kind;
+		int r = keep(f, st, ok, &kind);
 		if (r < 0) {
-			backoff = backoff ? backoff * 2 : FLEET_KEEPER_TICK_MS;
-			if (backoff > FLEET_POOL_BACKOFF_MAX_MS)
-				backoff = FLEET_POOL_BACKOFF_MAX_MS;
-			next_refill = now + backoff;
+			backoff[kind] = backoff[kind] ? backoff[kind] * 2 : FLEET_KEEPER_TICK_MS;
+			if (backoff[kind] > FLEET_POOL_BACKOFF_MAX_MS)
+				backoff[kind] = FLEET_POOL_BACKOFF_MAX_MS;
+			next[kind] = now + backoff[kind];
 		} else if (r > 0) {
-			backoff = 0;
+			backoff[kind] = 0;
 		}
-		if (r <= 0 || pool_short(f) == FLEET_HANDED_OUT)
+		if (r <= 0 || pool_short(f, ok) == FLEET_HANDED_OUT)
 			usleep(FLEET_KEEPER_TICK_MS * 1000);
 	}
 	store_close(st);

@@ -89,9 +89,9 @@ struct fleet_config {
 	const char *default_spec_json; /* the canonical spec of the default limits */
 	unsigned pool_size;	       /* 0 = no pool */
 	/* Pooled sandboxes kept beyond pool_size with their link made ahead
-	 * (parked, down), for creates with a network, once one has asked for
-	 * it (0 = none: such creates take a plain pooled sandbox and make its
-	 * link then). */
+	 * (parked: up, in no mode's group), for creates with a network, once
+	 * one that a pooled sandbox fits has asked for it (0 = none: such
+	 * creates take a plain pooled sandbox and make its link then). */
 	unsigned pool_network;
 	/* Put a handed-out parked link, host_if, into its mode's group
 	 * (network/link.h): the daemon's, which may. 0 or -errno with err. */

@@ -11,7 +11,7 @@
  *	    run's (net_table_config.run), turn net.ipv4.ip_forward on, and
  *	    print "installed F", F its value before (0 or 1).
  *	agentbox-net host-down [--forwarding 0|1]
- *	    a sandbox's link (abo*, aba*) left in this network namespace:
+ *	    a sandbox's link (link.h's net_links_left()) left here:
  *	    touch nothing, print "busy". Else: agentboxd's table (unmarked:
  *	    it replaced run's when it started, and owns it now): touch
  *	    nothing, print "kept". Run's table: remove it, then set

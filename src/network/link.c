@@ -287,6 +287,18 @@ static int make_pair(struct mnl_socket *host, struct mnl_socket *inside, int net
 	named.group = group;
 	int r, ifindex;
 	*step = "create the veth pair";
+	/* the slot's last link under another name (another mode, or parked) holds
+	 * its addresses until its namespace goes: wait for that too */
+	const char *kinds[] = {NET_IFNAME_OPEN, NET_IFNAME_ALLOW, NET_IFNAME_PARKED};
+	unsigned slot = (l->gateway - NET_SUBNET_V4 - 2) / 2;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		char other[NET_IFNAME_MAX];
+		snprintf(other, sizeof(other), "%s%u", kinds[i], slot);
+		for (int waited = 0; strcmp(other, name) != 0 && if_nametoindex(other) > 0 &&
+				     waited < NET_LINK_STALE_WAIT_MS;
+		     waited += 10)
+			usleep(10000);
+	}
 	RETRY_STALE(r, name, create_pair(host, &named, netns));
 	if (r < 0)
 		return r;
@@ -581,6 +593,34 @@ static int64_t link_group(const char *name)
 	}
 	mnl_socket_close(nl);
 	return group;
+}
+
+int net_links_adopt(struct error *err)
+{
+	FILE *f = fopen("/proc/self/net/dev", "re");
+	if (!f)
+		return error_set_errno(err, errno, "/proc/self/net/dev");
+	char line[512];
+	int r = 0;
+	while (r == 0 && fgets(line, sizeof(line), f)) {
+		char *name = line + strspn(line, " "), *colon = strchr(name, ':');
+		if (!colon)
+			continue;
+		*colon = '\0';
+		bool open = strncmp(name, NET_IFNAME_OPEN, strlen(NET_IFNAME_OPEN)) == 0,
+		     allow = strncmp(name, NET_IFNAME_ALLOW, strlen(NET_IFNAME_ALLOW)) == 0;
+		/* group 0: made before links had a group; gone meanwhile (-1): nothing to do */
+		if ((open || allow) && link_group(name) == 0) {
+			struct error e = {0};
+			r = net_link_set_group(name, open ? NET_GROUP_OPEN : NET_GROUP_ALLOW, &e);
+			if (r == -ENODEV)
+				r = 0;
+			else if (r < 0)
+				error_set(err, e.code, "%s", e.msg);
+		}
+	}
+	fclose(f);
+	return r;
 }
 
 bool net_links_left(void)

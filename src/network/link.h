@@ -149,6 +149,15 @@ int net_link_bytes(const char *host_if, uint64_t *ret_in, uint64_t *ret_out, str
 bool net_addr_is_local(uint32_t addr);
 
 /*
+ * Put each open or allow link in this network namespace that has no
+ * device group yet (0: made by an agentbox from before links had one, for
+ * a sandbox that outlived its daemon) into its mode's group, which its
+ * name says, so that the table's rules keep matching it. 0, or -errno
+ * with err (a link that went meanwhile is no error).
+ */
+int net_links_adopt(struct error *err);
+
+/*
  * Is any sandbox's link (ab*, but for a parked one still in
  * NET_GROUP_PARKED: a pooled sandbox's) left in the calling thread's
  * network namespace (/proc/self/net, not sysfs's)? true when it cannot

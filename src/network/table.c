@@ -52,9 +52,10 @@ int net_table_render(const struct net_table_config *c, char *buf, size_t size)
 	struct out o = {.p = buf, .size = size};
 	/* every sandbox link by its name; a mode by its group too (link.h) */
 	const char *sb = NET_IFNAME_PREFIX "*";
-	char open[64], allow[64];
+	char open[64], allow[64], parked[64];
 	snprintf(open, sizeof(open), "iifname \"%s\" iifgroup 0x%08x", sb, NET_GROUP_OPEN);
 	snprintf(allow, sizeof(allow), "iifname \"%s\" iifgroup 0x%08x", sb, NET_GROUP_ALLOW);
+	snprintf(parked, sizeof(parked), "iifname \"%s\" iifgroup 0x%08x", sb, NET_GROUP_PARKED);
 	put(&o, "table inet %s {\n", NET_TABLE);
 	put(&o, "\tset refused {\n\t\ttype ipv4_addr; flags interval;\n\t\telements = { ");
 	for (size_t i = 0; i < sizeof(refused_v4) / sizeof(*refused_v4); i++)
@@ -74,6 +75,7 @@ int net_table_render(const struct net_table_config *c, char *buf, size_t size)
 	put(&o, "%s\t}\n", any ? " }\n" : "");
 
 	put(&o, "\tchain guard {\n\t\ttype filter hook prerouting priority raw; policy accept;\n");
+	put(&o, "\t\t%s drop\n", parked);
 	put(&o, "\t\tiifname \"%s\" meta nfproto ipv6 drop\n", sb);
 	put(&o, "\t\tiifname \"%s\" fib saddr . iif oif missing drop\n", sb);
 	put(&o, "\t}\n");

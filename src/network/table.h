@@ -10,7 +10,8 @@
  * through its own link. So a sandbox that comes or goes changes
  * nothing here, and nothing here can be left behind by one.
  *
- *	guard (prerouting, raw)    no IPv6 from a sandbox; a source address
+ *	guard (prerouting, raw)    nothing from a parked link; no IPv6 from
+ *	                           a sandbox; a source address
  *	                           whose route does not lead back through the
  *	                           link it came in on is spoofed: dropped
  *	divert (prerouting, nat)   DNS (port 53) to the link's gateway,

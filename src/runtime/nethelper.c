@@ -222,8 +222,10 @@ int nethelper_hand_out(struct nethelper_park *p, struct nethelper_link *l, struc
 {
 	if (p->helper <= 0)
 		return error_set(err, ENODEV, "network: no parked link");
-	if (l->secrets_fd > 0)
+	if (l->secrets_fd > 0) {
+		nethelper_park_release(p);
 		return error_set(err, EINVAL, "network: a parked link takes no secrets");
+	}
 	size_t size = NETHELPER_PARK_ARGS_MAX, len = 0;
 	_cleanup_free_ char *buf = malloc(size);
 	bool ok = buf && put_arg(buf, size, &len, l->allow ? "allow" : "open");
@@ -233,6 +235,8 @@ int nethelper_hand_out(struct nethelper_park *p, struct nethelper_link *l, struc
 	for (char *const *e = l->extra; ok && e && *e; e++)
 		ok = put_arg(buf, size, &len, *e);
 	int r = ok ? 0 : error_set(err, E2BIG, "network: the relay's arguments are too long");
+	if (!buf)
+		r = error_set(err, ENOMEM, "out of memory");
 	/* written whole, then EOF: the helper reads to it (it may be more than a pipe holds) */
 	for (size_t at = 0; r == 0 && at < len;) {
 		ssize_t n = write(p->args, buf + at, len - at);
@@ -253,15 +257,25 @@ int nethelper_hand_out(struct nethelper_park *p, struct nethelper_link *l, struc
 		reap(pid, NULL);
 		return r;
 	}
-	/* a rate is in place only once it says so; the mode, once anyone sets the group */
-	bool rate = false;
-	for (char *const *e = l->extra; e && *e; e++)
-		rate = rate || strcmp(*e, "--rate") == 0;
-	if (rate && await_line(pid, out, "ready ", l->host_if, sizeof(l->host_if), err) < 0)
+	if (await_line(pid, out, "ready ", l->host_if, sizeof(l->host_if), err) < 0)
 		return -EIO;
-	snprintf(l->host_if, sizeof(l->host_if), "%s", p->host_if);
 	l->relay = pid;
 	return 0;
+}
+
+bool nethelper_park_alive(struct nethelper_park *p)
+{
+	if (p->helper <= 0)
+		return false;
+	int status;
+	pid_t r = waitpid(p->helper, &status, WNOHANG);
+	if (r == 0)
+		return true;
+	/* gone (reaped now, or by someone else already): nothing to release but fds */
+	p->helper = 0;
+	CLOSE_FD(p->args);
+	CLOSE_FD(p->out);
+	return false;
 }
 
 void nethelper_park_release(struct nethelper_park *p)

@@ -13,8 +13,9 @@
  *	                    for its "ready IFNAME" line, and leaves it running
  *	                    as the sandbox's relay; it ends by itself when init
  *	                    does, or when its launcher dies (a death signal)
- *	nethelper_park()    a pooled sandbox's link, made ahead and left down
- *	                    (agentbox-net park SLOT), its helper waiting
+ *	nethelper_park()    a pooled sandbox's link, made ahead, up but in no
+ *	                    mode's group (agentbox-net park SLOT), its helper
+ *	                    waiting
  *	nethelper_hand_out()  that link handed out in a mode: the helper
  *	                    gets the arguments nethelper_attach() would have
  *	                    given, and goes on as the relay; the link carries
@@ -38,7 +39,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define NETHELPER_IFNAME_MAX	16  /* IFNAMSIZ: a link's host end, "abo<slot>" or "aba<slot>" */
+#define NETHELPER_IFNAME_MAX	16  /* IFNAMSIZ: a link's host end, "ab<o|a|p><slot>" */
 #define NETHELPER_ARGS_MAX	160 /* agentbox-net's argv: 17 + 2 per --allow-cidr (64 at most) */
 #define NETHELPER_PARK_ARGS_MAX (1 << 20) /* bytes a parked helper reads (its own bound too) */
 
@@ -86,16 +87,21 @@ int nethelper_park(void *arg, int pidfd, unsigned slot, struct error *err);
 
 /*
  * Hand p's link out as l asks (l->secrets_fd must be 0: a parked link
- * takes none): its arguments written, without waiting for the helper
- * unless l has a rate ("--rate" in l->extra: the cap is in place when
- * this returns). On success l is filled as nethelper_attach() fills it
- * (host_if the parked name, which stays), and p is none; the caller has
- * the link put into its mode's group (network/link.h's
- * net_link_set_group()) before the sandbox is handed out. On failure too
- * p is none: its helper is killed and reaped, and the link goes with the
- * sandbox. 0 or -errno with err.
+ * takes none): its arguments written, then its "ready" awaited (it has
+ * put the link into its mode's group, with l's rate, and serves). On
+ * success l is filled as nethelper_attach() fills it (host_if the parked
+ * name, which stays), and p is none. On failure too p is none: its helper
+ * is killed and reaped, err says what it printed, and the link goes with
+ * the sandbox. 0 or -errno with err.
+ *
+ * The daemon puts the link into its mode's group too (network/link.h's
+ * net_link_set_group()), so that a launcher may answer it before it calls
+ * this: the daemon goes on while the helper wakes.
  */
 int nethelper_hand_out(struct nethelper_park *p, struct nethelper_link *l, struct error *err);
+
+/* Is p's helper still there, waiting? If not, p is none (its fds closed). */
+bool nethelper_park_alive(struct nethelper_park *p);
 
 /* Kill and reap p's helper, if still parked; p is none. */
 void nethelper_park_release(struct nethelper_park *p);

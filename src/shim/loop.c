@@ -192,6 +192,12 @@ void shim_dispatch(struct shim *s)
 		case SOURCE_PIPE:
 			proc_on_pipe(s, (struct proc_stream *)src);
 			break;
+		case SOURCE_PARKED:
+			/* it says nothing while parked: any event is its end */
+			shim_unwatch(s, src);
+			if (s->parked.helper > 0)
+				shim_end(s, "failed", "the parked link's helper ended");
+			break;
 		}
 	}
 	after_batch(s);

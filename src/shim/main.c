@@ -108,7 +108,7 @@ static int start_sandbox(struct shim *s, struct error *err)
 	char unused[SPEC_PATH_MAX + 32];
 	bool answers =
 	    sandbox_open(s->sb, "/", SANDBOX_OPEN_DIR, &root, unused, sizeof(unused), &probe) == 0;
-	/* a pooled sandbox's link, made ahead (it is down until a claim hands it out) */
+	/* a pooled sandbox's link, made ahead (in no mode's group until a claim) */
 	if (answers &&
 	    (!s->park || (r = sandbox_attach_network(s->sb, nethelper_park, &s->parked, err)) == 0))
 		return 0;
@@ -146,6 +146,16 @@ static int setup(struct shim *s, const sigset_t *stop, struct error *err)
 	    (r = shim_watch(s, &s->timer, EPOLLIN)) < 0 ||
 	    (r = shim_watch(s, &s->control, EPOLLIN)) < 0)
 		return error_set_errno(err, -r, "epoll");
+	/* a parked helper that ends ends the pooled sandbox: the keeper makes another */
+	if (s->parked.helper > 0) {
+		s->parked_watch =
+		    (struct shim_source){.kind = SOURCE_PARKED,
+					 .fd = fcntl(s->parked.out, F_DUPFD_CLOEXEC, 3),
+					 .owner = s};
+		if (s->parked_watch.fd < 0 || (r = shim_watch(s, &s->parked_watch, EPOLLIN)) < 0)
+			return error_set_errno(err, s->parked_watch.fd < 0 ? errno : -r,
+					       "watch the parked link's helper");
+	}
 	return 0;
 }
 
@@ -230,6 +240,7 @@ static void release(struct shim *s)
 	free(s->default_env);
 	spec_release(&s->spec);
 	spec_network_release(&s->net);
+	shim_unwatch(s, &s->parked_watch);
 	nethelper_park_release(&s->parked);
 	strv_free(s->spec_env);
 }
@@ -243,7 +254,8 @@ static int run(const char *dir, const sigset_t *stop, int ready_fd)
 			 .listen.fd = -1,
 			 .signal.fd = -1,
 			 .control.fd = -1,
-			 .timer.fd = -1};
+			 .timer.fd = -1,
+			 .parked_watch.fd = -1};
 	struct error err = {0};
 	int r;
 

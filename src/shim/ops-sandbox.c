@@ -76,8 +76,15 @@ int op_network(struct shim *s, struct conn *c, json_t *req, int fd, struct error
 			      s->network_log, &s->net, &net, err);
 	if (r < 0)
 		return r;
+	if (!net.network_attach && s->parked.helper > 0)
+		return error_set(err, EINVAL,
+				 "a sandbox with a parked link is handed out with one");
 	if (!net.network_attach)
 		return reply_ok(s, c);
+	if (s->parked.helper > 0 && !nethelper_park_alive(&s->parked)) {
+		spec_network_release(&s->net);
+		return error_set(err, ENODEV, "the parked link's helper is gone");
+	}
 	if (s->parked.helper <= 0) {
 		if ((r = sandbox_attach_network(s->sb, net.network_attach, net.network_arg, err)) <
 		    0) {
@@ -93,8 +100,10 @@ int op_network(struct shim *s, struct conn *c, json_t *req, int fd, struct error
 	 * is in place before the sandbox is handed out). Any other after it, so
 	 * that the daemon, which puts the link into its mode's group, does not
 	 * wait while the helper wakes and takes a CPU: what the sandbox sends
-	 * before the helper serves waits in the relay's sockets.
+	 * before the helper serves waits in the relay's sockets. A helper that
+	 * fails then ends the sandbox, with its message (the link has no relay).
 	 */
+	shim_unwatch(s, &s->parked_watch); /* its output is the hand-out's now */
 	bool capped =
 	    json_integer_value(json_object_get(json_object_get(req, "network"), "rate_mbit")) > 0;
 	_cleanup_json_ json_t *m = json_pack("{s:s, s:s}", "type", "ok", "link", s->parked.host_if);

@@ -13,8 +13,11 @@
  *
  * The directory, <state>/sandboxes/<id>/ (0700, files 0600):
  *   sandbox.json  written by the daemon before it starts the shim:
- *                 {"id": "...", "expires_at": ms or 0 (none), "spec": {...}}
- *                 spec as for a task (limits, env), without command/files
+ *                 {"id": "...", "expires_at": ms or 0 (none), "spec": {...},
+ *                  "egress": {...}, "park_network": b}
+ *                 spec as for a task (limits, env), without command/files;
+ *                 park_network: a pooled sandbox whose link is made ahead
+ *                 (agentbox-net park, runtime/nethelper.h)
  *   lock          flock'ed by the shim for as long as it lives (inherited
  *                 as fd 3, like a task supervisor's)
  *   shim          "<pid> <start time>\n" of the shim
@@ -119,6 +122,14 @@
  *	  again and the pause answered with the error
  *   {"op": "expire", "expires_at": ms (0 = none)}   -> {"type": "ok"}
  *	  a time already past ends the sandbox now ("expired")
+ *   {"op": "network", "network": {...}, "egress": {...}, "expires_at": ms}
+ *	  a pooled sandbox claimed: its network (supervisor/spec-json.h) and
+ *	  its expiry (optional, as "expire"). A link made now -> {"type":
+ *	  "ok"}; a parked one (sandbox.json's "park_network") -> {"type":
+ *	  "ok", "link": "abp<slot>"}, for the daemon to put into the mode's
+ *	  group (network/link.h); the helper then gets its arguments, and a
+ *	  helper that fails ends the sandbox ("failed"). EINVAL: a mode of
+ *	  none for a sandbox with a parked link; ENODEV: its helper is gone
  *   {"op": "status"}
  *	  -> {"type": "status", "paused": b, "expires_at": ms, "init_pid": N,
  *	      "running": N (processes running), "ending": b (it is being

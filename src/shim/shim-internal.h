@@ -41,6 +41,7 @@ enum shim_source_kind {
 	SOURCE_TIMER,
 	SOURCE_CONN,
 	SOURCE_PIPE,
+	SOURCE_PARKED, /* a parked link's helper (its output's hang-up: it ended) */
 };
 
 struct shim_source {
@@ -113,7 +114,8 @@ struct shim {
 	struct spec_network net;
 	bool park;		      /* a pooled sandbox whose link is made ahead (sandbox.json) */
 	struct nethelper_park parked; /* that link, until op_network hands it out */
-	char network_log[4200];	      /* the relay's refusals: <dir>/LAYOUT_NETWORK_LOG */
+	struct shim_source parked_watch; /* a copy of its helper's output, watched meanwhile */
+	char network_log[4200];		 /* the relay's refusals: <dir>/LAYOUT_NETWORK_LOG */
 
 	const char *end_reason; /* set once the shim ends the sandbox itself */
 	char end_detail[256];

@@ -6,6 +6,7 @@ error.
 """
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -236,12 +237,19 @@ def test_links_and_table_come_and_go(world, tmp_path):
                        capture_output=True)
     d = Daemon(tmp_path, "--pool", "0", "--resolver", "198.51.100.1")
     d.prefix = world.netns(world.host)
+    # a link an agentbox from before device groups made (its sandbox outlived that
+    # daemon): group 0, which no rule matches until this daemon adopts it
+    subprocess.run(["ip", "-n", world.host, "link", "add", "abo16000", "type", "veth", "peer",
+                    "name", "old16000"], check=True)
     d.start()
     try:
         assert "agentbox" not in world.tables()  # nothing until a network is asked for
+        assert links(world)["abo16000"][0] == 0
         sid = d.create_sandbox(network={"mode": "open"})
         assert "table inet agentbox" in world.tables()
         assert "table arp agentbox" in world.tables()
+        assert links(world)["abo16000"][0] == GROUP["open"], links(world)
+        subprocess.run(["ip", "-n", world.host, "link", "del", "abo16000"], check=True)
         assert len(world.host_links()) == 1
         # SIGKILL: the sandbox keeps its network; a new daemon takes the table over
         d.kill()
@@ -469,7 +477,8 @@ def links(world):
     for line in out.splitlines():
         name = line.split(": ")[1].split("@")[0]
         if name.startswith("ab"):
-            found[name] = (int(line.split(" group ")[1].split()[0], 0), "state UP" in line)
+            group = line.split(" group ")[1].split()[0]
+            found[name] = (0 if group == "default" else int(group, 0), "state UP" in line)
     return found
 
 
@@ -483,6 +492,15 @@ def pooled_netns(d, sid):
         if os.stat(ns).st_ino != host:
             return ns
     raise AssertionError(f"no sandbox init under shim {shim}")
+
+
+def parked_helper(d, sid):
+    """The pid of a pooled sandbox's parked helper (agentbox-net park)."""
+    shim = (d.state / "sandboxes" / sid / "shim").read_text().split()[0]
+    for pid in open(f"/proc/{shim}/task/{shim}/children").read().split():
+        if open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[1:2] == [b"park"]:
+            return int(pid)
+    raise AssertionError(f"no parked helper under shim {shim}")
 
 
 def test_parked_links_serve_networked_creates(world, tmp_path):
@@ -557,6 +575,33 @@ def test_parked_links_serve_networked_creates(world, tmp_path):
         qdisc = subprocess.run([*world.netns(world.host), "tc", "qdisc", "show"],
                                capture_output=True, text=True).stdout
         assert f"rate {RATE_MBIT}Mbit" in qdisc, qdisc
+
+        # a parked helper that died: the claim fails, and the next sandbox serves
+        ready = parked_ready(d)
+        dead = ready[0]
+        helper = parked_helper(d, dead)
+        os.kill(helper, signal.SIGKILL)
+        sid = d.create_sandbox(network={"mode": "open"})
+        assert sid != dead
+        assert sh(d, sid, " ".join(CURL) + f" http://{SITE}/after-dead-helper")[0] == "200"
+        assert helpers.wait_until(lambda: dead not in pooled(d), 10, 0.05)
+
+        # a helper that fails once handed out ends its sandbox, with its message (here
+        # it cannot open its refusals' file): never a link without a relay
+        ready = parked_ready(d)
+        for p in ready:
+            (d.state / "sandboxes" / p / "network.jsonl").mkdir()
+        sid = d.create_sandbox(network={"mode": "allow", "allow": ["site1.test"]})
+        assert sid in ready
+
+        def ended():
+            status, body = d.request("GET", f"/v1/sandboxes/{sid}")
+            return body if body["status"] == "ended" else None
+        assert helpers.wait_until(ended, 10, 0.05), "a sandbox with no relay went on"
+        assert ended()["end_reason"] == "failed" and "network.jsonl" in ended()["end_detail"]
+        for p in ready:
+            if (d.state / "sandboxes" / p).exists():
+                (d.state / "sandboxes" / p / "network.jsonl").rmdir()
 
         # SIGKILL: the next daemon adopts the parked links with their pool
         ready = parked_ready(d)

@@ -6,7 +6,7 @@ machine's own: the table run installs, the forwarding it turns on and the
 links it makes are the test namespace's, and World.build() checks first
 that no route leads out of it.
 
-After every run: no sandbox link (abo*, aba*) is left, agentbox's table is
+After every run: no sandbox link (ab*) is left, agentbox's table is
 gone when run installed it, forwarding is as it was, and run's files for
 the namespace are gone from the run directory.
 """

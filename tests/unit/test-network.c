@@ -55,6 +55,7 @@ static void test_render_names_every_part(void **state)
 	assert_int_equal((size_t)n, strlen(buf));
 	const char *must[] = {
 	    "table inet agentbox {",
+	    "iifname \"ab*\" iifgroup 0x61620000 drop",
 	    "iifname \"ab*\" meta nfproto ipv6 drop",
 	    "iifname \"ab*\" fib saddr . iif oif missing drop",
 	    "th dport 53 redirect to :15053",
