@@ -71,7 +71,8 @@ int api_tasks_create(struct api_call *c)
 		task_request_release(&tr);
 		return r;
 	}
-	struct task t = {.max_attempts = tr.max_attempts,
+	struct task t = {.tenant = TENANT_DEFAULT,
+			 .max_attempts = tr.max_attempts,
 			 .retry_on = tr.retry_on,
 			 .created_at = c->now,
 			 .spec_json = tr.spec_json};

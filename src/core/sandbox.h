@@ -17,6 +17,8 @@
 #ifndef AGENTBOX_CORE_SANDBOX_H
 #define AGENTBOX_CORE_SANDBOX_H
 
+#include "core/tenant.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -68,6 +70,7 @@ bool sandbox_id_is_valid(const char *s);
  */
 struct sandbox_record {
 	char id[SANDBOX_ID_SIZE];
+	char tenant[TENANT_NAME_SIZE]; /* the owning tenant; a pooled sandbox's is TENANT_DEFAULT */
 	enum sandbox_status status;
 	int64_t created_at;  /* ms since the epoch; once claimed, when it was handed out */
 	int64_t expires_at;  /* ms since the epoch; 0 = never */

@@ -19,6 +19,8 @@
 #ifndef AGENTBOX_CORE_TASK_H
 #define AGENTBOX_CORE_TASK_H
 
+#include "core/tenant.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -76,6 +78,7 @@ bool task_id_is_valid(const char *s);
  */
 struct task {
 	char id[TASK_ID_SIZE];
+	char tenant[TENANT_NAME_SIZE]; /* the owning tenant (tenant_name_is_valid()) */
 	enum task_status status;
 	uint32_t attempt; /* 0 before the first start; fences stale writers */
 	uint32_t max_attempts;

@@ -110,8 +110,8 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 	 * in a mode (a parked link is in none: the table drops it).
 	 */
 	int64_t expires = now + spec->timeout_ms;
-	if ((r = store_sandbox_claim(st, id, now, expires, spec->spec_json, spec->metadata_json,
-				     err)) < 0) {
+	if ((r = store_sandbox_claim(st, id, spec->tenant ? spec->tenant : TENANT_DEFAULT, now,
+				     expires, spec->spec_json, spec->metadata_json, err)) < 0) {
 		json_decref(sj);
 		return r;
 	}
@@ -227,6 +227,9 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 {
 	char id[SANDBOX_ID_SIZE];
 	int r;
+	const char *tenant = spec->tenant ? spec->tenant : TENANT_DEFAULT;
+	if (!tenant_name_is_valid(tenant)) /* before the pool: a claim would refuse it */
+		return error_set(err, EINVAL, "not a tenant's name");
 	bool network = wants_network(spec->spec_json);
 	if (network && spec->default_limits && !spec->secrets_json)
 		atomic_store(&f->network_used, true); /* from now on the keeper parks links too */
@@ -244,6 +247,7 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 				   .metadata_json = (char *)spec->metadata_json};
 	if ((r = sandbox_id_new(s.id)) < 0)
 		return error_set_errno(err, -r, "a new sandbox id");
+	memcpy(s.tenant, tenant, strlen(tenant) + 1);
 	if ((r = store_sandbox_insert(st, &s, err)) < 0)
 		return r;
 	json_t *sj = json_loads(spec->spec_json, 0, NULL);

@@ -23,7 +23,8 @@
 
 static int make_pooled(struct fleet *f, struct store *st, enum fleet_kind kind)
 {
-	struct sandbox_record s = {.status = SANDBOX_POOLED, .created_at = fleet_now(f)};
+	struct sandbox_record s = {
+	    .tenant = TENANT_DEFAULT, .status = SANDBOX_POOLED, .created_at = fleet_now(f)};
 	struct error err = {0};
 	if (sandbox_id_new(s.id) < 0)
 		return -EIO;

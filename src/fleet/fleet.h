@@ -156,6 +156,7 @@ struct fleet_spec {
 	 * a pooled one: the CA its proxy signs with is mounted at its start.
 	 */
 	const char *secrets_json;
+	const char *tenant; /* the claimer's tenant; NULL: TENANT_DEFAULT */
 };
 
 /* A command to run in a sandbox (POST .../exec, checked). */

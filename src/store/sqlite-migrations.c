@@ -18,9 +18,18 @@
  *               rewrites created_at, and a discarded pooled sandbox's row
  *               is deleted.
  *   sandbox_specs  its spec, apart, for the same reason as task_specs.
- * Statuses are stored by name, so reordering the C enum cannot change
- * what a stored row means. End reasons are not checked here but in
- * src/core, so a new reason needs no table rebuild.
+ *   tenants     (from step 4) one row per tenant, by its unique name; the
+ *               row of 'default' (core/tenant.h's TENANT_DEFAULT) is made
+ *               by the step itself and never deleted.
+ *   api_keys    (from step 4) one row per API key: its public id, its
+ *               tenant, its role and the SHA-256 of its secret (never the
+ *               secret). A revoked key keeps its row, revoked_at set.
+ *   tasks.tenant, sandboxes.tenant  (from step 4) the owning tenant's
+ *               name; every older row is 'default''s. Tenants are joined
+ *               by name, with no foreign key: the store's C checks them.
+ * Statuses and roles are stored by name, so reordering the C enum cannot
+ * change what a stored row means. End reasons are not checked here but
+ * in src/core, so a new reason needs no table rebuild.
  */
 #include "store/store-internal.h"
 
@@ -33,6 +42,8 @@
 	"'lost'"
 
 #define SANDBOX_STATUS_NAMES "'pooled', 'running', 'paused', 'ended'"
+
+#define KEY_ROLE_NAMES "'member', 'admin'"
 
 /* clang-format off */
 const struct sqlite_migration sqlite_migrations[] = {
@@ -106,6 +117,35 @@ const struct sqlite_migration sqlite_migrations[] = {
 	 "INSERT INTO events_3 SELECT task_pk, seq, attempt, type, time, data_json FROM events;\n"
 	 "DROP TABLE events;\n"
 	 "ALTER TABLE events_3 RENAME TO events;\n"},
+	{4, "tenants and API keys",
+	 "CREATE TABLE tenants (\n"
+	 "	pk          INTEGER PRIMARY KEY,\n"
+	 "	name        TEXT    NOT NULL UNIQUE,\n"
+	 "	created_at  INTEGER NOT NULL,\n"
+	 "	quotas_json TEXT    NOT NULL DEFAULT '{}'\n"
+	 ");\n"
+	 "INSERT INTO tenants (name, created_at) VALUES ('default', 0);\n"
+	 "CREATE TABLE api_keys (\n"
+	 "	pk         INTEGER PRIMARY KEY,\n"
+	 "	id         TEXT    NOT NULL UNIQUE,\n"
+	 "	tenant     TEXT    NOT NULL,\n"
+	 "	role       TEXT    NOT NULL CHECK (role IN (" KEY_ROLE_NAMES ")),\n"
+	 "	hash       BLOB    NOT NULL CHECK (length(hash) = 32),\n"
+	 "	created_at INTEGER NOT NULL,\n"
+	 "	expires_at INTEGER NOT NULL DEFAULT 0,\n"
+	 "	revoked_at INTEGER NOT NULL DEFAULT 0,\n"
+	 "	label      TEXT\n"
+	 ");\n"
+	 /* a tenant's keys in the order they are listed, and whether it has any */
+	 "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, created_at, id);\n"
+	 /* every older row is the default tenant's */
+	 "ALTER TABLE tasks ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';\n"
+	 "ALTER TABLE sandboxes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';\n"
+	 /* a tenant's list in creation order; and by status, as the lists' arms */
+	 "CREATE INDEX tasks_by_tenant ON tasks (tenant, created_at);\n"
+	 "CREATE INDEX tasks_by_tenant_status ON tasks (tenant, status, created_at);\n"
+	 "CREATE INDEX sandboxes_by_tenant ON sandboxes (tenant, created_at);\n"
+	 "CREATE INDEX sandboxes_by_tenant_status ON sandboxes (tenant, status, created_at);\n"},
 };
 /* clang-format on */
 
@@ -113,6 +153,8 @@ const size_t sqlite_migrations_count = sizeof(sqlite_migrations) / sizeof(sqlite
 
 _Static_assert(SQLITE_STORE_APPLICATION_ID == 1633841016, "migration 1 sets this application_id");
 _Static_assert(SANDBOX_STATUS_COUNT == 4, "migration 2 names every sandbox status");
+_Static_assert(KEY_ROLE_COUNT == 2, "migration 4 names every key role");
+_Static_assert(KEY_HASH_SIZE == 32, "migration 4 checks a key's hash is 32 bytes");
 
 /* ---- applying them ----------------------------------------------------- */
 

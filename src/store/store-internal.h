@@ -2,9 +2,10 @@
  * store-internal.h - what store.c shares with the backends.
  *
  * store.c owns the contract: argument checks, fencing, the lifecycle
- * table, status events, progress merging and transaction nesting. A
- * backend only persists rows, through the small ops table below, so a
- * second backend (PostgreSQL) cannot drift from the rules of the first.
+ * table, status events, progress merging, what keeps a tenant from being
+ * deleted, and transaction nesting. A backend only persists rows, through
+ * the small ops table below, so a second backend (PostgreSQL) cannot
+ * drift from the rules of the first.
  *
  * Every write of store.c runs as: begin, lock the task's (or sandbox's)
  * row, decide in C, write the row and its events, commit. Inside a caller's transaction
@@ -42,6 +43,13 @@ struct store_sandbox_row {
 	int64_t key;		  /* the backend's handle of the row */
 	struct sandbox_record sb; /* sb.spec_json is NULL; the other strings owned */
 	const char *new_spec;	  /* for sandbox_update: the spec to replace, or NULL */
+};
+
+/* What a tenant has that keeps it from being deleted. */
+struct store_tenant_uses {
+	uint64_t keys;	    /* not revoked */
+	uint64_t tasks;	    /* of the statuses asked for */
+	uint64_t sandboxes; /* of the statuses asked for */
 };
 
 struct store_ops {
@@ -98,6 +106,40 @@ struct store_ops {
 	/* Delete a locked row, with its spec. */
 	int (*sandbox_delete)(struct store *st, const struct store_sandbox_row *row,
 			      struct error *err);
+
+	/* Insert a tenant from t's name, created_at and quotas_json; -EEXIST. */
+	int (*tenant_insert)(struct store *st, const struct tenant_record *t, struct error *err);
+	/* Read one tenant; -ENOENT. */
+	int (*tenant_get)(struct store *st, const char *name, struct tenant_record *ret,
+			  struct error *err);
+	/* Every tenant, by name, as an owned array. */
+	int (*tenant_list)(struct store *st, struct tenant_record **ret, size_t *ret_n,
+			   struct error *err);
+	/* Replace a tenant's quotas_json; -ENOENT. */
+	int (*tenant_set_quotas)(struct store *st, const char *name, const char *quotas_json,
+				 struct error *err);
+	/*
+	 * What tenant name has (inside begin): its keys not revoked, its tasks
+	 * whose status is in task_statuses, its sandboxes whose status is in
+	 * sandbox_statuses (STATUS_BIT()s).
+	 */
+	int (*tenant_uses)(struct store *st, const char *name, uint32_t task_statuses,
+			   uint32_t sandbox_statuses, struct store_tenant_uses *ret,
+			   struct error *err);
+	/* Delete a tenant's row (and nothing else); -ENOENT. */
+	int (*tenant_delete)(struct store *st, const char *name, struct error *err);
+
+	/* Insert a key: every field of k but revoked_at; -EEXIST. */
+	int (*key_insert)(struct store *st, const struct key_record *k, struct error *err);
+	/* Read one key; -ENOENT. */
+	int (*key_get)(struct store *st, const char *id, struct key_record *ret, struct error *err);
+	/* The keys of tenant (NULL: all), by created_at then id, as an owned array. */
+	int (*key_list)(struct store *st, const char *tenant, struct key_record **ret,
+			size_t *ret_n, struct error *err);
+	/* Set revoked_at of key id, which is not revoked (inside begin). */
+	int (*key_revoke)(struct store *st, const char *id, int64_t now, struct error *err);
+	/* How many keys are not revoked. */
+	int (*key_count)(struct store *st, uint64_t *ret, struct error *err);
 };
 
 /* Every backend's struct starts with this. */
@@ -113,6 +155,9 @@ void store_events_free(struct task_event *v, size_t n);
 void store_sandbox_row_release(struct store_sandbox_row *row);
 /* Free an array from ops->sandbox_list. */
 void store_sandboxes_free(struct sandbox_record *v, size_t n);
+/* Free an array from ops->tenant_list, ops->key_list. */
+void store_tenants_free(struct tenant_record *v, size_t n);
+void store_keys_free(struct key_record *v, size_t n);
 
 /* ---- JSON (store-json.c) ---------------------------------------------- */
 

@@ -7,7 +7,7 @@
  * Writes begin with BEGIN IMMEDIATE: the write lock is taken before the
  * first read, so the row a writer locks cannot change under it and two
  * claimers can never take the same task (or sandbox). The schema is in
- * sqlite-migrations.c.
+ * sqlite-migrations.c. A key's hash is a BLOB, bound and read as bytes.
  */
 #include "store/store-internal.h"
 
@@ -22,21 +22,34 @@
 #define TASK_COLUMNS                                                                               \
 	"t.pk, t.id, t.status, t.attempt, t.max_attempts, t.retry_on, t.cancel_requested, "        \
 	"t.exit_code, t.created_at, t.started_at, t.finished_at, t.error, t.next_seq, "            \
-	"t.progress_json"
-#define COL_SPEC 14 /* s.spec_json, after TASK_COLUMNS */
+	"t.progress_json, t.tenant"
+#define COL_TENANT 14 /* t.tenant */
+#define COL_SPEC   15 /* s.spec_json, after TASK_COLUMNS */
 /* One status's page of a filtered list, in creation order. */
 #define LIST_ARM(n)                                                                                \
 	"SELECT * FROM (SELECT pk, created_at FROM tasks WHERE status = ?" #n                      \
 	" AND (created_at, pk) > (?9, ?10) ORDER BY created_at, pk LIMIT ?11)"
+/* The same within tenant ?12, from tasks_by_tenant_status. */
+#define TENANT_LIST_ARM(n)                                                                         \
+	"SELECT * FROM (SELECT pk, created_at FROM tasks WHERE tenant = ?12 AND status = ?" #n     \
+	" AND (created_at, pk) > (?9, ?10) ORDER BY created_at, pk LIMIT ?11)"
 
 #define SANDBOX_COLUMNS                                                                            \
 	"b.pk, b.id, b.status, b.created_at, b.expires_at, b.ended_at, b.end_reason, "             \
-	"b.end_detail, b.metadata_json"
-#define COL_SANDBOX_SPEC 9 /* s.spec_json, after SANDBOX_COLUMNS */
+	"b.end_detail, b.metadata_json, b.tenant"
+#define COL_SANDBOX_TENANT 9  /* b.tenant */
+#define COL_SANDBOX_SPEC   10 /* s.spec_json, after SANDBOX_COLUMNS */
 /* The same for sandboxes: ?1..?4 statuses, ?5, ?6 the page's start, ?7 the limit. */
 #define SANDBOX_LIST_ARM(n)                                                                        \
 	"SELECT * FROM (SELECT pk, created_at FROM sandboxes WHERE status = ?" #n                  \
 	" AND (created_at, pk) > (?5, ?6) ORDER BY created_at, pk LIMIT ?7)"
+/* And within tenant ?8, from sandboxes_by_tenant_status. */
+#define SANDBOX_TENANT_LIST_ARM(n)                                                                 \
+	"SELECT * FROM (SELECT pk, created_at FROM sandboxes WHERE tenant = ?8 AND status = ?" #n  \
+	" AND (created_at, pk) > (?5, ?6) ORDER BY created_at, pk LIMIT ?7)"
+
+#define TENANT_COLUMNS "name, created_at, quotas_json"
+#define KEY_COLUMNS    "id, tenant, role, hash, created_at, expires_at, revoked_at, label"
 
 enum stmt {
 	S_BEGIN,
@@ -52,6 +65,8 @@ enum stmt {
 	S_POSITION,
 	S_LIST_ALL,
 	S_LIST_STATUS,
+	S_LIST_TENANT_ALL,
+	S_LIST_TENANT_STATUS,
 	S_LOCK,
 	S_LOCK_QUEUED,
 	S_COUNT,
@@ -64,11 +79,27 @@ enum stmt {
 	S_SBX_POSITION,
 	S_SBX_LIST_ALL,
 	S_SBX_LIST_STATUS,
+	S_SBX_LIST_TENANT_ALL,
+	S_SBX_LIST_TENANT_STATUS,
 	S_SBX_LOCK,
 	S_SBX_UPDATE,
 	S_SBX_DELETE_SPEC,
 	S_SBX_UPDATE_SPEC,
 	S_SBX_DELETE,
+	S_TENANT_INSERT,
+	S_TENANT_GET,
+	S_TENANT_LIST,
+	S_TENANT_SET_QUOTAS,
+	S_TENANT_KEYS,
+	S_TENANT_TASKS,
+	S_TENANT_SANDBOXES,
+	S_TENANT_DELETE,
+	S_KEY_INSERT,
+	S_KEY_GET,
+	S_KEY_LIST_ALL,
+	S_KEY_LIST_TENANT,
+	S_KEY_REVOKE,
+	S_KEY_COUNT,
 	STMT_COUNT
 };
 
@@ -81,12 +112,12 @@ static const char *const stmt_sql[STMT_COUNT] = {
 	[S_RELEASE] = "RELEASE store_op",
 	[S_ROLLBACK_TO] = "ROLLBACK TO store_op",
 	[S_VERSION] = "PRAGMA user_version",
-	[S_INSERT_TASK] = "INSERT INTO tasks (id, status, max_attempts, retry_on, created_at) "
-			  "VALUES (?1, 'queued', ?2, ?3, ?4)",
+	[S_INSERT_TASK] = "INSERT INTO tasks (id, status, max_attempts, retry_on, created_at, "
+			  "tenant) VALUES (?1, 'queued', ?2, ?3, ?4, ?5)",
 	[S_INSERT_SPEC] = "INSERT INTO task_specs (task_pk, spec_json) VALUES (?1, ?2)",
 	[S_GET] = "SELECT " TASK_COLUMNS ", s.spec_json FROM tasks t "
 		  "JOIN task_specs s ON s.task_pk = t.pk WHERE t.id = ?1",
-	[S_POSITION] = "SELECT created_at, pk FROM tasks WHERE id = ?1",
+	[S_POSITION] = "SELECT created_at, pk, tenant FROM tasks WHERE id = ?1",
 	/* every status: walk tasks_by_created from the page's start */
 	[S_LIST_ALL] = "SELECT " TASK_COLUMNS ", s.spec_json FROM tasks t "
 		       "JOIN task_specs s ON s.task_pk = t.pk "
@@ -102,6 +133,20 @@ static const char *const stmt_sql[STMT_COUNT] = {
 			  ") AS m JOIN tasks t ON t.pk = m.pk "
 			  "JOIN task_specs s ON s.task_pk = t.pk "
 			  "ORDER BY m.created_at, m.pk LIMIT ?11",
+	/* one tenant's, every status: walk tasks_by_tenant from the page's start */
+	[S_LIST_TENANT_ALL] = "SELECT " TASK_COLUMNS ", s.spec_json FROM tasks t "
+			      "JOIN task_specs s ON s.task_pk = t.pk "
+			      "WHERE t.tenant = ?12 AND (t.created_at, t.pk) > (?9, ?10) "
+			      "ORDER BY t.created_at, t.pk LIMIT ?11",
+	/* one tenant's, some statuses: as S_LIST_STATUS, from tasks_by_tenant_status */
+	[S_LIST_TENANT_STATUS] = "SELECT " TASK_COLUMNS ", s.spec_json FROM ("
+				 TENANT_LIST_ARM(1) " UNION ALL " TENANT_LIST_ARM(2) " UNION ALL "
+				 TENANT_LIST_ARM(3) " UNION ALL " TENANT_LIST_ARM(4) " UNION ALL "
+				 TENANT_LIST_ARM(5) " UNION ALL " TENANT_LIST_ARM(6) " UNION ALL "
+				 TENANT_LIST_ARM(7) " UNION ALL " TENANT_LIST_ARM(8)
+				 ") AS m JOIN tasks t ON t.pk = m.pk "
+				 "JOIN task_specs s ON s.task_pk = t.pk "
+				 "ORDER BY m.created_at, m.pk LIMIT ?11",
 	[S_LOCK] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.id = ?1",
 	[S_LOCK_QUEUED] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.status = 'queued' "
 			  "ORDER BY t.created_at, t.pk LIMIT 1",
@@ -113,13 +158,13 @@ static const char *const stmt_sql[STMT_COUNT] = {
 			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[S_EVENTS] = "SELECT seq, attempt, type, time, data_json FROM events "
 		     "WHERE task_pk = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-	[S_SBX_INSERT] = "INSERT INTO sandboxes (id, status, created_at, expires_at, metadata_json) "
-			 "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[S_SBX_INSERT] = "INSERT INTO sandboxes (id, status, created_at, expires_at, metadata_json, "
+			 "tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[S_SBX_INSERT_SPEC] = "INSERT INTO sandbox_specs (sandbox_pk, spec_json) VALUES (?1, ?2)",
 	[S_SBX_UPDATE_SPEC] = "UPDATE sandbox_specs SET spec_json = ?2 WHERE sandbox_pk = ?1",
 	[S_SBX_GET] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM sandboxes b "
 		      "JOIN sandbox_specs s ON s.sandbox_pk = b.pk WHERE b.id = ?1",
-	[S_SBX_POSITION] = "SELECT created_at, pk FROM sandboxes WHERE id = ?1",
+	[S_SBX_POSITION] = "SELECT created_at, pk, tenant FROM sandboxes WHERE id = ?1",
 	[S_SBX_LIST_ALL] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM sandboxes b "
 			   "JOIN sandbox_specs s ON s.sandbox_pk = b.pk "
 			   "WHERE (b.created_at, b.pk) > (?5, ?6) "
@@ -130,17 +175,50 @@ static const char *const stmt_sql[STMT_COUNT] = {
 			      ") AS m JOIN sandboxes b ON b.pk = m.pk "
 			      "JOIN sandbox_specs s ON s.sandbox_pk = b.pk "
 			      "ORDER BY m.created_at, m.pk LIMIT ?7",
+	[S_SBX_LIST_TENANT_ALL] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM sandboxes b "
+				  "JOIN sandbox_specs s ON s.sandbox_pk = b.pk "
+				  "WHERE b.tenant = ?8 AND (b.created_at, b.pk) > (?5, ?6) "
+				  "ORDER BY b.created_at, b.pk LIMIT ?7",
+	[S_SBX_LIST_TENANT_STATUS] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM ("
+				     SANDBOX_TENANT_LIST_ARM(1) " UNION ALL "
+				     SANDBOX_TENANT_LIST_ARM(2) " UNION ALL "
+				     SANDBOX_TENANT_LIST_ARM(3) " UNION ALL "
+				     SANDBOX_TENANT_LIST_ARM(4)
+				     ") AS m JOIN sandboxes b ON b.pk = m.pk "
+				     "JOIN sandbox_specs s ON s.sandbox_pk = b.pk "
+				     "ORDER BY m.created_at, m.pk LIMIT ?7",
 	[S_SBX_LOCK] = "SELECT " SANDBOX_COLUMNS " FROM sandboxes b WHERE b.id = ?1",
 	[S_SBX_UPDATE] = "UPDATE sandboxes SET status = ?2, created_at = ?3, expires_at = ?4, "
-			 "ended_at = ?5, end_reason = ?6, end_detail = ?7, metadata_json = ?8 "
-			 "WHERE pk = ?1",
+			 "ended_at = ?5, end_reason = ?6, end_detail = ?7, metadata_json = ?8, "
+			 "tenant = ?9 WHERE pk = ?1",
 	[S_SBX_DELETE_SPEC] = "DELETE FROM sandbox_specs WHERE sandbox_pk = ?1",
 	[S_SBX_DELETE] = "DELETE FROM sandboxes WHERE pk = ?1",
+	[S_TENANT_INSERT] = "INSERT INTO tenants (name, created_at, quotas_json) "
+			    "VALUES (?1, ?2, ?3)",
+	[S_TENANT_GET] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE name = ?1",
+	[S_TENANT_LIST] = "SELECT " TENANT_COLUMNS " FROM tenants ORDER BY name",
+	[S_TENANT_SET_QUOTAS] = "UPDATE tenants SET quotas_json = ?2 WHERE name = ?1",
+	/* what keeps a tenant: each a range of an index by tenant */
+	[S_TENANT_KEYS] = "SELECT count(*) FROM api_keys WHERE tenant = ?1 AND revoked_at = 0",
+	[S_TENANT_TASKS] = "SELECT count(*) FROM tasks WHERE tenant = ?1 AND status IN "
+			   "(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+	[S_TENANT_SANDBOXES] = "SELECT count(*) FROM sandboxes WHERE tenant = ?1 AND status IN "
+			       "(?2, ?3, ?4, ?5)",
+	[S_TENANT_DELETE] = "DELETE FROM tenants WHERE name = ?1",
+	[S_KEY_INSERT] = "INSERT INTO api_keys (id, tenant, role, hash, created_at, expires_at, "
+			 "label) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[S_KEY_GET] = "SELECT " KEY_COLUMNS " FROM api_keys WHERE id = ?1",
+	[S_KEY_LIST_ALL] = "SELECT " KEY_COLUMNS " FROM api_keys ORDER BY created_at, id",
+	[S_KEY_LIST_TENANT] = "SELECT " KEY_COLUMNS " FROM api_keys WHERE tenant = ?1 "
+			      "ORDER BY created_at, id",
+	[S_KEY_REVOKE] = "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at = 0",
+	[S_KEY_COUNT] = "SELECT count(*) FROM api_keys WHERE revoked_at = 0",
 };
 /* clang-format on */
 
-_Static_assert(TASK_STATUS_COUNT == 8, "S_LIST_STATUS binds one parameter per status");
-_Static_assert(SANDBOX_STATUS_COUNT == 4, "S_SBX_LIST_STATUS binds one parameter per status");
+_Static_assert(TASK_STATUS_COUNT == 8,
+	       "S_LIST_STATUS, S_LIST_TENANT_STATUS, S_TENANT_TASKS bind one parameter per status");
+_Static_assert(SANDBOX_STATUS_COUNT == 4, "S_SBX_LIST_STATUS and the like bind one per status");
 
 struct sqlite_store {
 	struct store base;
@@ -230,6 +308,16 @@ static int dup_column(sqlite3_stmt *q, int col, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
+/* Copy column col, a tenant's name, into name[TENANT_NAME_SIZE]; false if it is not one. */
+static bool tenant_column(sqlite3_stmt *q, int col, char *name)
+{
+	const char *text = (const char *)sqlite3_column_text(q, col);
+	if (!tenant_name_is_valid(text))
+		return false;
+	memcpy(name, text, strlen(text) + 1); /* valid: it fits */
+	return true;
+}
+
 /* Read a row of TASK_COLUMNS (and the spec, with_spec) into ret. */
 static int read_row(sqlite3_stmt *q, bool with_spec, struct store_row *ret, struct error *err)
 {
@@ -237,9 +325,11 @@ static int read_row(sqlite3_stmt *q, bool with_spec, struct store_row *ret, stru
 	struct task *t = &row.t;
 	const char *id = (const char *)sqlite3_column_text(q, 1);
 	const char *status = (const char *)sqlite3_column_text(q, 2);
-	if (!id || strlen(id) >= sizeof(t->id) || task_status_parse(status, &t->status) < 0)
-		return error_set(err, EIO, "store: a task row is corrupt (id '%s', status '%s')",
-				 id ? id : "", status ? status : "");
+	if (!id || strlen(id) >= sizeof(t->id) || task_status_parse(status, &t->status) < 0 ||
+	    !tenant_column(q, COL_TENANT, t->tenant))
+		return error_set(
+		    err, EIO, "store: a task row is corrupt (id '%s', status '%s', or its tenant)",
+		    id ? id : "", status ? status : "");
 	memcpy(t->id, id, strlen(id) + 1);
 	t->attempt = (uint32_t)sqlite3_column_int64(q, 3);
 	t->max_attempts = (uint32_t)sqlite3_column_int64(q, 4);
@@ -279,18 +369,24 @@ static void *rows_take(struct buf *rows, size_t size, size_t *ret_n)
 	return v;
 }
 
-/* The pk and created_at of task id (with S_POSITION, else sandbox id); -ENOENT. */
-static int position_with(struct sqlite_store *s, enum stmt i, const char *id, int64_t *ret_pk,
-			 int64_t *ret_created, struct error *err)
+/*
+ * The pk and created_at of task id (with S_POSITION, else sandbox id);
+ * -ENOENT, also when tenant is not NULL and it is another tenant's.
+ */
+static int position_with(struct sqlite_store *s, enum stmt i, const char *id, const char *tenant,
+			 int64_t *ret_pk, int64_t *ret_created, struct error *err)
 {
 	const char *noun = i == S_POSITION ? "task" : "sandbox";
 	_cleanup_reset_ sqlite3_stmt *q = s->stmt[i];
 	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
 	int r = step(s, q, err, i == S_POSITION ? "finding a task" : "finding a sandbox");
-	if (r == 0)
-		return error_set(err, ENOENT, "store: no %s %s", noun, id);
 	if (r < 0)
 		return r;
+	const char *owner = r ? (const char *)sqlite3_column_text(q, 2) : NULL;
+	if (r == 0 || (tenant && (!owner || strcmp(owner, tenant) != 0)))
+		return tenant ? error_set(err, ENOENT, "store: no %s %s of tenant %s", noun, id,
+					  tenant)
+			      : error_set(err, ENOENT, "store: no %s %s", noun, id);
 	*ret_created = sqlite3_column_int64(q, 0);
 	*ret_pk = sqlite3_column_int64(q, 1);
 	return 0;
@@ -299,7 +395,7 @@ static int position_with(struct sqlite_store *s, enum stmt i, const char *id, in
 static int position(struct sqlite_store *s, const char *id, int64_t *ret_pk, int64_t *ret_created,
 		    struct error *err)
 {
-	return position_with(s, S_POSITION, id, ret_pk, ret_created, err);
+	return position_with(s, S_POSITION, id, NULL, ret_pk, ret_created, err);
 }
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -370,6 +466,7 @@ static int sq_insert(struct store *st, const struct task *t, struct error *err)
 		sqlite3_bind_int64(q, 2, t->max_attempts);
 		sqlite3_bind_int64(q, 3, t->retry_on);
 		sqlite3_bind_int64(q, 4, t->created_at);
+		sqlite3_bind_text(q, 5, t->tenant, -1, SQLITE_STATIC);
 		int rc = sqlite3_step(q);
 		if (rc == SQLITE_CONSTRAINT_UNIQUE)
 			return error_set(err, EEXIST, "store: task %s exists", t->id);
@@ -419,12 +516,17 @@ static int sq_list(struct store *st, const struct task_filter *f, struct task **
 	struct sqlite_store *s = to_sqlite(st);
 	int64_t after_created = INT64_MIN, after_pk = -1;
 	if (f->after_id) {
-		int r = position(s, f->after_id, &after_pk, &after_created, err);
+		int r = position_with(s, S_POSITION, f->after_id, f->tenant, &after_pk,
+				      &after_created, err);
 		if (r < 0)
 			return r;
 	}
 	bool all = f->statuses == 0 || f->statuses == (1u << TASK_STATUS_COUNT) - 1;
-	_cleanup_reset_ sqlite3_stmt *q = s->stmt[all ? S_LIST_ALL : S_LIST_STATUS];
+	enum stmt which = f->tenant ? (all ? S_LIST_TENANT_ALL : S_LIST_TENANT_STATUS)
+				    : (all ? S_LIST_ALL : S_LIST_STATUS);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[which];
+	if (f->tenant)
+		sqlite3_bind_text(q, 12, f->tenant, -1, SQLITE_STATIC);
 	for (int i = 0; !all && i < TASK_STATUS_COUNT; i++)
 		if (f->statuses & TASK_STATUS_BIT(i))
 			sqlite3_bind_text(q, i + 1, task_status_name((enum task_status)i), -1,
@@ -579,8 +681,11 @@ static int read_sandbox_row(sqlite3_stmt *q, bool with_spec, struct store_sandbo
 	struct sandbox_record *sb = &row.sb;
 	const char *id = (const char *)sqlite3_column_text(q, 1);
 	const char *status = (const char *)sqlite3_column_text(q, 2);
-	if (!id || strlen(id) >= sizeof(sb->id) || sandbox_status_parse(status, &sb->status) < 0)
-		return error_set(err, EIO, "store: a sandbox row is corrupt (id '%s', status '%s')",
+	if (!id || strlen(id) >= sizeof(sb->id) || sandbox_status_parse(status, &sb->status) < 0 ||
+	    !tenant_column(q, COL_SANDBOX_TENANT, sb->tenant))
+		return error_set(err, EIO,
+				 "store: a sandbox row is corrupt (id '%s', status '%s', or its "
+				 "tenant)",
 				 id ? id : "", status ? status : "");
 	memcpy(sb->id, id, strlen(id) + 1);
 	sb->created_at = sqlite3_column_int64(q, 3);
@@ -607,6 +712,7 @@ static int sq_sandbox_insert(struct store *st, const struct sandbox_record *sb, 
 		sqlite3_bind_int64(q, 3, sb->created_at);
 		sqlite3_bind_int64(q, 4, sb->expires_at);
 		sqlite3_bind_text(q, 5, sb->metadata_json, -1, SQLITE_STATIC);
+		sqlite3_bind_text(q, 6, sb->tenant, -1, SQLITE_STATIC);
 		int rc = sqlite3_step(q);
 		if (rc == SQLITE_CONSTRAINT_UNIQUE)
 			return error_set(err, EEXIST, "store: sandbox %s exists", sb->id);
@@ -645,13 +751,17 @@ static int sq_sandbox_list(struct store *st, const struct sandbox_filter *f,
 	struct sqlite_store *s = to_sqlite(st);
 	int64_t after_created = INT64_MIN, after_pk = -1;
 	if (f->after_id) {
-		int r =
-		    position_with(s, S_SBX_POSITION, f->after_id, &after_pk, &after_created, err);
+		int r = position_with(s, S_SBX_POSITION, f->after_id, f->tenant, &after_pk,
+				      &after_created, err);
 		if (r < 0)
 			return r;
 	}
 	bool all = f->statuses == (1u << SANDBOX_STATUS_COUNT) - 1;
-	_cleanup_reset_ sqlite3_stmt *q = s->stmt[all ? S_SBX_LIST_ALL : S_SBX_LIST_STATUS];
+	enum stmt which = f->tenant ? (all ? S_SBX_LIST_TENANT_ALL : S_SBX_LIST_TENANT_STATUS)
+				    : (all ? S_SBX_LIST_ALL : S_SBX_LIST_STATUS);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[which];
+	if (f->tenant)
+		sqlite3_bind_text(q, 8, f->tenant, -1, SQLITE_STATIC);
 	for (int i = 0; !all && i < SANDBOX_STATUS_COUNT; i++)
 		if (f->statuses & SANDBOX_STATUS_BIT(i))
 			sqlite3_bind_text(q, i + 1, sandbox_status_name((enum sandbox_status)i), -1,
@@ -709,6 +819,7 @@ static int sq_sandbox_update(struct store *st, const struct store_sandbox_row *r
 	sqlite3_bind_text(q, 6, sb->end_reason, -1, SQLITE_STATIC); /* NULL binds NULL */
 	sqlite3_bind_text(q, 7, sb->end_detail, -1, SQLITE_STATIC);
 	sqlite3_bind_text(q, 8, sb->metadata_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 9, sb->tenant, -1, SQLITE_STATIC);
 	int r = step(s, q, err, "updating a sandbox");
 	if (r < 0)
 		return r;
@@ -743,6 +854,261 @@ static int sq_sandbox_delete(struct store *st, const struct store_sandbox_row *r
 	return 0;
 }
 
+/* ---- tenant and key ops -------------------------------------------------- */
+
+/* Read a row of TENANT_COLUMNS into ret. */
+static int read_tenant_row(sqlite3_stmt *q, struct tenant_record *ret, struct error *err)
+{
+	struct tenant_record t = {.created_at = sqlite3_column_int64(q, 1)};
+	if (!tenant_column(q, 0, t.name))
+		return error_set(err, EIO, "store: a tenant row is corrupt (its name)");
+	if (dup_column(q, 2, &t.quotas_json) < 0 || !t.quotas_json)
+		return error_set(err, ENOMEM, "store: reading tenant %s: out of memory", t.name);
+	*ret = t;
+	return 0;
+}
+
+static int sq_tenant_insert(struct store *st, const struct tenant_record *t, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_TENANT_INSERT];
+	sqlite3_bind_text(q, 1, t->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 2, t->created_at);
+	sqlite3_bind_text(q, 3, t->quotas_json, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(q);
+	if (rc == SQLITE_CONSTRAINT_UNIQUE)
+		return error_set(err, EEXIST, "store: tenant %s exists", t->name);
+	if (rc != SQLITE_DONE)
+		return sqlite_error(s->db, rc, err, "inserting a tenant");
+	return 0;
+}
+
+static int sq_tenant_get(struct store *st, const char *name, struct tenant_record *ret,
+			 struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_TENANT_GET];
+	sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "reading a tenant");
+	if (r == 0)
+		return error_set(err, ENOENT, "store: no tenant %s", name);
+	return r < 0 ? r : read_tenant_row(q, ret, err);
+}
+
+static int sq_tenant_list(struct store *st, struct tenant_record **ret, size_t *ret_n,
+			  struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_TENANT_LIST];
+	struct buf rows = {0};
+	int r;
+	while ((r = step(s, q, err, "listing tenants")) > 0) {
+		struct tenant_record t;
+		if (buf_reserve(&rows, sizeof(t)) < 0)
+			r = error_set(err, ENOMEM, "store: listing tenants: out of memory");
+		else
+			r = read_tenant_row(q, &t, err);
+		if (r < 0)
+			break;
+		buf_append(&rows, &t, sizeof(t)); /* reserved: cannot fail */
+	}
+	size_t n;
+	struct tenant_record *v = rows_take(&rows, sizeof(*v), &n);
+	if (r < 0) {
+		store_tenants_free(v, n);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+/* Run the statement i on the row of tenant name, which must change it; -ENOENT. */
+static int tenant_write(struct sqlite_store *s, enum stmt i, const char *name,
+			const char *quotas_json, const char *what, struct error *err)
+{
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[i];
+	sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+	if (quotas_json)
+		sqlite3_bind_text(q, 2, quotas_json, -1, SQLITE_STATIC);
+	int r = step(s, q, err, what);
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(s->db) != 1)
+		return error_set(err, ENOENT, "store: no tenant %s", name);
+	return 0;
+}
+
+static int sq_tenant_set_quotas(struct store *st, const char *name, const char *quotas_json,
+				struct error *err)
+{
+	return tenant_write(to_sqlite(st), S_TENANT_SET_QUOTAS, name, quotas_json,
+			    "setting a tenant's quotas", err);
+}
+
+static int sq_tenant_delete(struct store *st, const char *name, struct error *err)
+{
+	return tenant_write(to_sqlite(st), S_TENANT_DELETE, name, NULL, "deleting a tenant", err);
+}
+
+/*
+ * count(*) of statement i for tenant name, with the names of the statuses
+ * in set bound from ?2 on (name_of(status), one parameter per status of
+ * count; those not in set stay NULL and match nothing).
+ */
+static int tenant_count(struct sqlite_store *s, enum stmt i, const char *name, uint32_t set,
+			int count, const char *(*name_of)(int status), uint64_t *ret,
+			struct error *err)
+{
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[i];
+	sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+	for (int status = 0; name_of && status < count; status++)
+		if (set & (1u << status))
+			sqlite3_bind_text(q, status + 2, name_of(status), -1, SQLITE_STATIC);
+	int r = step(s, q, err, "counting what a tenant has");
+	if (r < 0)
+		return r;
+	*ret = r ? (uint64_t)sqlite3_column_int64(q, 0) : 0;
+	return 0;
+}
+
+static const char *task_status_text(int status)
+{
+	return task_status_name((enum task_status)status);
+}
+
+static const char *sandbox_status_text(int status)
+{
+	return sandbox_status_name((enum sandbox_status)status);
+}
+
+static int sq_tenant_uses(struct store *st, const char *name, uint32_t task_statuses,
+			  uint32_t sandbox_statuses, struct store_tenant_uses *ret,
+			  struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	struct store_tenant_uses u = {0};
+	int r = tenant_count(s, S_TENANT_KEYS, name, 0, 0, NULL, &u.keys, err);
+	if (r == 0)
+		r = tenant_count(s, S_TENANT_TASKS, name, task_statuses, TASK_STATUS_COUNT,
+				 task_status_text, &u.tasks, err);
+	if (r == 0)
+		r = tenant_count(s, S_TENANT_SANDBOXES, name, sandbox_statuses,
+				 SANDBOX_STATUS_COUNT, sandbox_status_text, &u.sandboxes, err);
+	if (r == 0)
+		*ret = u;
+	return r;
+}
+
+/* Read a row of KEY_COLUMNS into ret. */
+static int read_key_row(sqlite3_stmt *q, struct key_record *ret, struct error *err)
+{
+	struct key_record k = {
+	    .created_at = sqlite3_column_int64(q, 4),
+	    .expires_at = sqlite3_column_int64(q, 5),
+	    .revoked_at = sqlite3_column_int64(q, 6),
+	};
+	const char *id = (const char *)sqlite3_column_text(q, 0);
+	const char *role = (const char *)sqlite3_column_text(q, 2);
+	const void *hash = sqlite3_column_blob(q, 3);
+	if (!id || !*id || strlen(id) >= sizeof(k.id) || !tenant_column(q, 1, k.tenant) ||
+	    key_role_parse(role, &k.role) < 0 || !hash ||
+	    sqlite3_column_bytes(q, 3) != KEY_HASH_SIZE)
+		return error_set(err, EIO, "store: a key's row is corrupt (id '%.*s')",
+				 KEY_ID_SIZE - 1, id ? id : "");
+	memcpy(k.id, id, strlen(id) + 1);
+	memcpy(k.hash, hash, sizeof(k.hash));
+	if (dup_column(q, 7, &k.label) < 0)
+		return error_set(err, ENOMEM, "store: reading key %s: out of memory", k.id);
+	*ret = k;
+	return 0;
+}
+
+static int sq_key_insert(struct store *st, const struct key_record *k, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_KEY_INSERT];
+	sqlite3_bind_text(q, 1, k->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 2, k->tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 3, key_role_name(k->role), -1, SQLITE_STATIC);
+	sqlite3_bind_blob(q, 4, k->hash, sizeof(k->hash), SQLITE_STATIC);
+	sqlite3_bind_int64(q, 5, k->created_at);
+	sqlite3_bind_int64(q, 6, k->expires_at);
+	sqlite3_bind_text(q, 7, k->label, -1, SQLITE_STATIC); /* NULL binds NULL */
+	int rc = sqlite3_step(q);
+	if (rc == SQLITE_CONSTRAINT_UNIQUE)
+		return error_set(err, EEXIST, "store: key %s exists", k->id);
+	if (rc != SQLITE_DONE)
+		return sqlite_error(s->db, rc, err, "inserting a key");
+	return 0;
+}
+
+static int sq_key_get(struct store *st, const char *id, struct key_record *ret, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_KEY_GET];
+	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	int r = step(s, q, err, "reading a key");
+	if (r == 0)
+		return error_set(err, ENOENT, "store: no key %.*s", KEY_ID_SIZE - 1, id);
+	return r < 0 ? r : read_key_row(q, ret, err);
+}
+
+static int sq_key_list(struct store *st, const char *tenant, struct key_record **ret, size_t *ret_n,
+		       struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[tenant ? S_KEY_LIST_TENANT : S_KEY_LIST_ALL];
+	if (tenant)
+		sqlite3_bind_text(q, 1, tenant, -1, SQLITE_STATIC);
+	struct buf rows = {0};
+	int r;
+	while ((r = step(s, q, err, "listing keys")) > 0) {
+		struct key_record k;
+		if (buf_reserve(&rows, sizeof(k)) < 0)
+			r = error_set(err, ENOMEM, "store: listing keys: out of memory");
+		else
+			r = read_key_row(q, &k, err);
+		if (r < 0)
+			break;
+		buf_append(&rows, &k, sizeof(k)); /* reserved: cannot fail */
+	}
+	size_t n;
+	struct key_record *v = rows_take(&rows, sizeof(*v), &n);
+	if (r < 0) {
+		store_keys_free(v, n);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static int sq_key_revoke(struct store *st, const char *id, int64_t now, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_KEY_REVOKE];
+	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 2, now);
+	int r = step(s, q, err, "revoking a key");
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(s->db) != 1)
+		return error_set(err, EIO, "store: key %s changed while locked", id);
+	return 0;
+}
+
+static int sq_key_count(struct store *st, uint64_t *ret, struct error *err)
+{
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_KEY_COUNT];
+	int r = step(s, q, err, "counting keys");
+	if (r < 0)
+		return r;
+	*ret = r ? (uint64_t)sqlite3_column_int64(q, 0) : 0;
+	return 0;
+}
+
 static const struct store_ops sqlite_ops = {
     .close = sq_close,
     .schema_version = sq_schema_version,
@@ -764,6 +1130,17 @@ static const struct store_ops sqlite_ops = {
     .sandbox_lock = sq_sandbox_lock,
     .sandbox_update = sq_sandbox_update,
     .sandbox_delete = sq_sandbox_delete,
+    .tenant_insert = sq_tenant_insert,
+    .tenant_get = sq_tenant_get,
+    .tenant_list = sq_tenant_list,
+    .tenant_set_quotas = sq_tenant_set_quotas,
+    .tenant_uses = sq_tenant_uses,
+    .tenant_delete = sq_tenant_delete,
+    .key_insert = sq_key_insert,
+    .key_get = sq_key_get,
+    .key_list = sq_key_list,
+    .key_revoke = sq_key_revoke,
+    .key_count = sq_key_count,
 };
 
 /* ---- opening and migrating --------------------------------------------- */

@@ -1,8 +1,8 @@
 /*
  * store.c - the contract of store.h, once for every backend: argument
  * checks, fencing, the lifecycle tables of tasks and sandboxes, status
- * events, progress merging and transaction nesting. Backends persist rows
- * through store_ops.
+ * events, progress merging, tenants and keys, and transaction nesting.
+ * Backends persist rows through store_ops.
  */
 #include "store/store.h"
 
@@ -10,6 +10,7 @@
 #include "store/store-internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,32 @@ void store_sandboxes_free(struct sandbox_record *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++)
 		sandbox_record_release(&v[i]);
+	free(v);
+}
+
+void tenant_record_release(struct tenant_record *t)
+{
+	free(t->quotas_json);
+	t->quotas_json = NULL;
+}
+
+void key_record_release(struct key_record *k)
+{
+	free(k->label);
+	k->label = NULL;
+}
+
+void store_tenants_free(struct tenant_record *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		tenant_record_release(&v[i]);
+	free(v);
+}
+
+void store_keys_free(struct key_record *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		key_record_release(&v[i]);
 	free(v);
 }
 
@@ -156,6 +183,15 @@ static int set_string(char **field, const char *s)
 	return 0;
 }
 
+/* Is tenant (a fixed-size field) a tenant's name? -EINVAL otherwise. */
+static int check_tenant(const char *tenant, size_t size, const char *whose, struct error *err)
+{
+	if (tenant && memchr(tenant, '\0', size) && tenant_name_is_valid(tenant))
+		return 0;
+	return error_set(err, EINVAL, "store: %s: not a tenant's name: '%.*s'", whose,
+			 TENANT_NAME_MAX, tenant ? tenant : "");
+}
+
 /* ---- tasks ------------------------------------------------------------- */
 
 int store_task_insert(struct store *st, const struct task *t, struct error *err)
@@ -163,6 +199,9 @@ int store_task_insert(struct store *st, const struct task *t, struct error *err)
 	if (!t || !task_id_is_valid(t->id))
 		return error_set(err, EINVAL, "store: not a task id: '%.*s'", TASK_ID_SIZE,
 				 t ? t->id : "");
+	int r = check_tenant(t->tenant, sizeof(t->tenant), t->id, err);
+	if (r < 0)
+		return r;
 	if (t->max_attempts < 1 || t->max_attempts > TASK_MAX_ATTEMPTS_MAX)
 		return error_set(err, EINVAL, "store: max_attempts %u is not in 1..%d",
 				 t->max_attempts, TASK_MAX_ATTEMPTS_MAX);
@@ -170,7 +209,7 @@ int store_task_insert(struct store *st, const struct task *t, struct error *err)
 		return error_set(err, EINVAL, "store: retry_on 0x%x names no status", t->retry_on);
 	if (!t->spec_json)
 		return error_set(err, EINVAL, "store: task %s has no spec", t->id);
-	int r = op_begin(st, err);
+	r = op_begin(st, err);
 	if (r < 0)
 		return r;
 	return op_end(st, st->ops->insert(st, t, err), err);
@@ -199,6 +238,8 @@ int store_task_list(struct store *st, const struct task_filter *f,
 				 STORE_LIST_MAX);
 	if (f->statuses & ~ALL_STATUSES)
 		return error_set(err, EINVAL, "store: statuses 0x%x names no status", f->statuses);
+	if (f->tenant && !tenant_name_is_valid(f->tenant))
+		return check_tenant(f->tenant, TENANT_NAME_SIZE, "listing tasks", err);
 	struct task *v = NULL;
 	size_t n = 0;
 	int r = st->ops->list(st, f, &v, &n, err);
@@ -476,6 +517,14 @@ int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, stru
 	if (sb->expires_at < 0)
 		return error_set(err, EINVAL, "store: sandbox %s expires at %lld", sb->id,
 				 (long long)sb->expires_at);
+	int r = check_tenant(sb->tenant, sizeof(sb->tenant), sb->id, err);
+	if (r < 0)
+		return r;
+	if (sb->status == SANDBOX_POOLED && strcmp(sb->tenant, TENANT_DEFAULT) != 0)
+		return error_set(err, EINVAL,
+				 "store: pooled sandbox %s is the " TENANT_DEFAULT
+				 " tenant's, not %s's",
+				 sb->id, sb->tenant);
 	struct sandbox_record row = {
 	    .status = sb->status,
 	    .created_at = sb->created_at,
@@ -484,7 +533,8 @@ int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, stru
 	    .metadata_json = sb->metadata_json ? sb->metadata_json : "{}",
 	};
 	memcpy(row.id, sb->id, sizeof(row.id));
-	int r = check_object(row.spec_json, SANDBOX_SPEC_MAX, "spec", row.id, err);
+	memcpy(row.tenant, sb->tenant, sizeof(row.tenant));
+	r = check_object(row.spec_json, SANDBOX_SPEC_MAX, "spec", row.id, err);
 	if (r == 0)
 		r = check_object(row.metadata_json, SANDBOX_METADATA_MAX, "metadata", row.id, err);
 	if (r == 0)
@@ -512,6 +562,8 @@ int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
 	if (f->statuses & ~ALL_SANDBOX_STATUSES)
 		return error_set(err, EINVAL, "store: statuses 0x%x names no sandbox status",
 				 f->statuses);
+	if (f->tenant && !tenant_name_is_valid(f->tenant))
+		return check_tenant(f->tenant, TENANT_NAME_SIZE, "listing sandboxes", err);
 	struct sandbox_filter flt = *f;
 	if (flt.statuses == 0)
 		flt.statuses = LISTED_SANDBOX_STATUSES;
@@ -527,11 +579,14 @@ int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
 	return r;
 }
 
-int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t expires_at,
-			const char *spec_json, const char *metadata_json, struct error *err)
+int store_sandbox_claim(struct store *st, const char *id, const char *tenant, int64_t now,
+			int64_t expires_at, const char *spec_json, const char *metadata_json,
+			struct error *err)
 {
 	if (!id)
 		return error_set(err, EINVAL, "store: no sandbox id given");
+	if (!tenant_name_is_valid(tenant))
+		return check_tenant(tenant, TENANT_NAME_SIZE, id, err);
 	if (expires_at < 0)
 		return error_set(err, EINVAL, "store: sandbox %s expires at %lld", id,
 				 (long long)expires_at);
@@ -554,6 +609,7 @@ int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t e
 	if (r == 0)
 		r = sandbox_move(&row, SANDBOX_RUNNING, err);
 	if (r == 0) {
+		snprintf(row.sb.tenant, sizeof(row.sb.tenant), "%s", tenant); /* valid: it fits */
 		row.sb.created_at = now;
 		row.sb.expires_at = expires_at;
 		free(row.sb.metadata_json);
@@ -666,4 +722,211 @@ int store_sandbox_delete(struct store *st, const char *id, struct error *err)
 	r = op_end(st, r, err);
 	store_sandbox_row_release(&row);
 	return r;
+}
+
+/* ---- tenants ----------------------------------------------------------- */
+
+/* quotas: a JSON object of at most TENANT_QUOTAS_MAX bytes; -EINVAL otherwise. */
+static int check_quotas(const char *name, const char *quotas, struct error *err)
+{
+	if (!quotas)
+		return error_set(err, EINVAL, "store: tenant %s: no quotas given", name);
+	if (strnlen(quotas, TENANT_QUOTAS_MAX + 1) > TENANT_QUOTAS_MAX)
+		return error_set(err, EINVAL, "store: the quotas of tenant %s pass %d bytes", name,
+				 TENANT_QUOTAS_MAX);
+	if (!store_json_is_object(quotas))
+		return error_set(err, EINVAL,
+				 "store: the quotas of tenant %s are not one JSON object", name);
+	return 0;
+}
+
+/* A name no tenant can have is a tenant that does not exist. */
+static int no_tenant(const char *name, struct error *err)
+{
+	return error_set(err, ENOENT, "store: no tenant %.*s", TENANT_NAME_MAX, name);
+}
+
+int store_tenant_insert(struct store *st, const char *name, int64_t now, const char *quotas_json,
+			struct error *err)
+{
+	if (!tenant_name_is_valid(name))
+		return check_tenant(name, TENANT_NAME_SIZE, "a new tenant", err);
+	struct tenant_record t = {.created_at = now,
+				  .quotas_json = (char *)(quotas_json ? quotas_json : "{}")};
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	int r = check_quotas(name, t.quotas_json, err);
+	if (r == 0)
+		r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	return op_end(st, st->ops->tenant_insert(st, &t, err), err);
+}
+
+int store_tenant_get(struct store *st, const char *name, struct tenant_record *ret,
+		     struct error *err)
+{
+	if (!name || !ret)
+		return error_set(err, EINVAL, "store: no tenant name given");
+	if (!tenant_name_is_valid(name))
+		return no_tenant(name, err);
+	return st->ops->tenant_get(st, name, ret, err);
+}
+
+int store_tenant_list(struct store *st, int (*fn)(const struct tenant_record *t, void *data),
+		      void *data, struct error *err)
+{
+	if (!fn)
+		return error_set(err, EINVAL, "store: listing tenants needs a function");
+	struct tenant_record *v = NULL;
+	size_t n = 0;
+	int r = st->ops->tenant_list(st, &v, &n, err);
+	/* fn runs after the backend is done reading, so it may call the store */
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int q = fn(&v[i], data);
+		r = q < 0 ? q : 0;
+	}
+	store_tenants_free(v, n);
+	return r;
+}
+
+int store_tenant_set_quotas(struct store *st, const char *name, const char *quotas_json,
+			    struct error *err)
+{
+	if (!name)
+		return error_set(err, EINVAL, "store: no tenant name given");
+	if (!tenant_name_is_valid(name))
+		return no_tenant(name, err);
+	int r = check_quotas(name, quotas_json, err);
+	if (r == 0)
+		r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	return op_end(st, st->ops->tenant_set_quotas(st, name, quotas_json, err), err);
+}
+
+/* The statuses of tasks and sandboxes that keep their tenant: not final, not ended. */
+static uint32_t live_task_statuses(void)
+{
+	uint32_t live = 0;
+	for (int s = 0; s < TASK_STATUS_COUNT; s++)
+		if (!task_status_is_final((enum task_status)s))
+			live |= TASK_STATUS_BIT(s);
+	return live;
+}
+
+#define LIVE_SANDBOX_STATUSES (ALL_SANDBOX_STATUSES & ~SBX(SANDBOX_ENDED))
+
+int store_tenant_delete(struct store *st, const char *name, struct error *err)
+{
+	if (!name)
+		return error_set(err, EINVAL, "store: no tenant name given");
+	if (!tenant_name_is_valid(name))
+		return no_tenant(name, err);
+	if (strcmp(name, TENANT_DEFAULT) == 0)
+		return error_set(err, EPERM,
+				 "store: the " TENANT_DEFAULT " tenant cannot be deleted");
+	struct tenant_record t = {0};
+	struct store_tenant_uses uses = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	/* under the write lock: nothing of the tenant's can be added until the commit */
+	r = st->ops->tenant_get(st, name, &t, err);
+	tenant_record_release(&t);
+	if (r == 0)
+		r = st->ops->tenant_uses(st, name, live_task_statuses(), LIVE_SANDBOX_STATUSES,
+					 &uses, err);
+	if (r == 0 && (uses.keys || uses.tasks || uses.sandboxes))
+		r = error_set(err, EBUSY,
+			      "store: tenant %s has %llu key(s) not revoked, %llu task(s) not "
+			      "final and %llu sandbox(es) not ended",
+			      name, (unsigned long long)uses.keys, (unsigned long long)uses.tasks,
+			      (unsigned long long)uses.sandboxes);
+	if (r == 0)
+		r = st->ops->tenant_delete(st, name, err);
+	return op_end(st, r, err);
+}
+
+/* ---- API keys ---------------------------------------------------------- */
+
+int store_key_insert(struct store *st, const struct key_record *k, struct error *err)
+{
+	if (!k || !k->id[0] || !memchr(k->id, '\0', sizeof(k->id)))
+		return error_set(err, EINVAL, "store: a key's id is 1..%d bytes", KEY_ID_SIZE - 1);
+	int r = check_tenant(k->tenant, sizeof(k->tenant), k->id, err);
+	if (r < 0)
+		return r;
+	if (!key_role_name(k->role))
+		return error_set(err, EINVAL, "store: key %s: role %d is no role", k->id,
+				 (int)k->role);
+	if (k->expires_at < 0)
+		return error_set(err, EINVAL, "store: key %s expires at %lld", k->id,
+				 (long long)k->expires_at);
+	if (k->label && strnlen(k->label, KEY_LABEL_MAX + 1) > KEY_LABEL_MAX)
+		return error_set(err, EINVAL, "store: the label of key %s passes %d bytes", k->id,
+				 KEY_LABEL_MAX);
+	struct tenant_record t = {0};
+	r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	/* under the write lock: the tenant cannot be deleted until the commit */
+	r = st->ops->tenant_get(st, k->tenant, &t, err);
+	tenant_record_release(&t);
+	if (r == 0)
+		r = st->ops->key_insert(st, k, err);
+	return op_end(st, r, err);
+}
+
+int store_key_get(struct store *st, const char *id, struct key_record *ret, struct error *err)
+{
+	if (!id || !ret)
+		return error_set(err, EINVAL, "store: no key id given");
+	return st->ops->key_get(st, id, ret, err);
+}
+
+int store_key_list(struct store *st, const char *tenant,
+		   int (*fn)(const struct key_record *k, void *data), void *data, struct error *err)
+{
+	if (!fn)
+		return error_set(err, EINVAL, "store: listing keys needs a function");
+	if (tenant && !tenant_name_is_valid(tenant))
+		return check_tenant(tenant, TENANT_NAME_SIZE, "listing keys", err);
+	struct key_record *v = NULL;
+	size_t n = 0;
+	int r = st->ops->key_list(st, tenant, &v, &n, err);
+	/* fn runs after the backend is done reading, so it may call the store */
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int q = fn(&v[i], data);
+		r = q < 0 ? q : 0;
+	}
+	store_keys_free(v, n);
+	return r;
+}
+
+int store_key_revoke(struct store *st, const char *id, int64_t now, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no key id given");
+	if (now <= 0)
+		return error_set(err, EINVAL, "store: key %s cannot be revoked at %lld", id,
+				 (long long)now);
+	struct key_record k = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->key_get(st, id, &k, err);
+	if (r == 0 && k.revoked_at)
+		r = error_set(err, ESTALE, "store: key %s was revoked already, at %lld", id,
+			      (long long)k.revoked_at);
+	if (r == 0)
+		r = st->ops->key_revoke(st, id, now, err);
+	key_record_release(&k);
+	return op_end(st, r, err);
+}
+
+int store_key_count(struct store *st, uint64_t *ret, struct error *err)
+{
+	if (!ret)
+		return error_set(err, EINVAL, "store: counting keys needs somewhere to put it");
+	return st->ops->key_count(st, ret, err);
 }

@@ -1,6 +1,6 @@
 /*
- * store.h - where tasks, their events and interactive sandboxes live
- * durably.
+ * store.h - where tasks, their events, interactive sandboxes, tenants and
+ * API keys live durably.
  *
  * One interface, several backends: SQLite (WAL, synchronous=FULL) now,
  * PostgreSQL later (a queue claimed with FOR UPDATE SKIP LOCKED). Every
@@ -21,8 +21,15 @@
  * sandbox has no events; its status moves only along
  * sandbox_transition_is_allowed().
  *
- * Errors: 0 or -errno; -ENOENT for an unknown task or sandbox; err says
- * why. A failed call changed nothing; a failed commit has rolled back.
+ * Tenants: every task and sandbox belongs to one (its tenant field, a
+ * tenant_name_is_valid() name; TENANT_DEFAULT for every row from before
+ * tenants). Lists filter by tenant. Of an API key the store keeps its
+ * public id and the SHA-256 of its secret, never the secret (it does not
+ * know the key's text form: auth/key.h is the API's), and no message of
+ * the store ever holds a hash.
+ *
+ * Errors: 0 or -errno; -ENOENT for an unknown task, sandbox, tenant or
+ * key; err says why. A failed call changed nothing; a failed commit has rolled back.
  * Limits: the merged progress of a task is at most STORE_PROGRESS_MAX
  * bytes (-E2BIG), JSON nests at most STORE_JSON_DEPTH_MAX deep.
  * Not thread-safe: one struct store per thread. The database holds task
@@ -35,6 +42,7 @@
 #include "base/error.h"
 #include "core/sandbox.h"
 #include "core/task.h"
+#include "core/tenant.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,8 +70,11 @@ void store_tx_rollback(struct store *st);
 
 /*
  * Insert a new task, status queued, attempt 0, progress "{}". The caller
- * fills id, max_attempts, retry_on, created_at and spec_json. -EEXIST if
- * the id is taken.
+ * fills id, tenant, max_attempts, retry_on, created_at and spec_json.
+ * -EEXIST if the id is taken; -EINVAL for anything malformed, a tenant
+ * that is not tenant_name_is_valid() (empty too) among them. The tenant
+ * is not looked up in the tenants: the caller's key or socket user names
+ * one that exists.
  */
 int store_task_insert(struct store *st, const struct task *t, struct error *err);
 
@@ -78,6 +89,9 @@ struct task_filter {
 	const char *after_id; /* page after this task, in creation order; NULL = first page;
 			       * -ENOENT if there is no such task */
 	size_t limit;	      /* most tasks to return; 1..STORE_LIST_MAX */
+	const char *tenant;   /* NULL: every tenant; else only its tasks (-EINVAL if it is not
+			       * tenant_name_is_valid()), and after_id must be one of them
+			       * (-ENOENT if it is another tenant's) */
 };
 #define STORE_LIST_MAX 1000
 
@@ -156,13 +170,17 @@ int store_events_list(struct store *st, const char *id, int64_t after_seq, size_
 /* ---- interactive sandboxes --------------------------------------------- */
 
 /*
- * Insert a new sandbox. The caller fills id, status (SANDBOX_POOLED for
- * the warm pool, or SANDBOX_RUNNING), created_at, expires_at (0 = never),
- * spec_json (a JSON object of at most SANDBOX_SPEC_MAX bytes) and
- * metadata_json (an object of at most SANDBOX_METADATA_MAX bytes; NULL
- * for "{}"). ended_at, end_reason and end_detail are the store's: insert
- * ignores them. -EEXIST if the id is taken, -E2BIG past a limit, -EINVAL
- * for anything else malformed.
+ * Insert a new sandbox. The caller fills id, tenant (TENANT_DEFAULT for a
+ * pooled sandbox: the pool is nobody's until a claim), status
+ * (SANDBOX_POOLED for the warm pool, or SANDBOX_RUNNING), created_at,
+ * expires_at (0 = never), spec_json (a JSON object of at most
+ * SANDBOX_SPEC_MAX bytes) and metadata_json (an object of at most
+ * SANDBOX_METADATA_MAX bytes; NULL for "{}"). ended_at, end_reason and
+ * end_detail are the store's: insert ignores them. -EEXIST if the id is
+ * taken, -E2BIG past a limit, -EINVAL for anything else malformed (a
+ * tenant that is not tenant_name_is_valid(), empty too, or a pooled
+ * sandbox's that is not TENANT_DEFAULT). As for tasks, the tenant is not
+ * looked up.
  */
 int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, struct error *err);
 
@@ -176,6 +194,7 @@ struct sandbox_filter {
 	const char *after_id; /* page after this sandbox, in creation order; NULL = first
 			       * page; -ENOENT if there is no such sandbox */
 	size_t limit;	      /* most sandboxes to return; 1..STORE_LIST_MAX */
+	const char *tenant;   /* NULL: every tenant; else as in struct task_filter */
 };
 
 /*
@@ -191,14 +210,17 @@ int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
 		       struct error *err);
 
 /*
- * Hand a pooled sandbox out: it becomes running, created_at = now (the
- * moment the user got it), expires_at as given (0 = never), spec_json as
- * given (NULL: the pool's spec stays; the claimer's differs in env and
- * network), metadata_json as given (NULL for "{}"; limits as for insert).
+ * Hand a pooled sandbox out to tenant (the claimer's): it becomes running
+ * and that tenant's from now on, created_at = now (the moment the user
+ * got it), expires_at as given (0 = never), spec_json as given (NULL: the
+ * pool's spec stays; the claimer's differs in env and network),
+ * metadata_json as given (NULL for "{}"; limits as for insert). -EINVAL if
+ * tenant is not tenant_name_is_valid() (the tenant is not looked up);
  * -ESTALE if it is not pooled (another claimer got it first, or it ended).
  */
-int store_sandbox_claim(struct store *st, const char *id, int64_t now, int64_t expires_at,
-			const char *spec_json, const char *metadata_json, struct error *err);
+int store_sandbox_claim(struct store *st, const char *id, const char *tenant, int64_t now,
+			int64_t expires_at, const char *spec_json, const char *metadata_json,
+			struct error *err);
 
 /*
  * Pause (from SANDBOX_RUNNING to SANDBOX_PAUSED) or resume (the other
@@ -226,5 +248,125 @@ int store_sandbox_end(struct store *st, const char *id, int64_t now, const char 
  * (end it first).
  */
 int store_sandbox_delete(struct store *st, const char *id, struct error *err);
+
+/* ---- tenants ----------------------------------------------------------- */
+
+/*
+ * A tenant as stored. quotas_json is owned by the struct and freed by
+ * tenant_record_release(): the JSON object last set, as it was given (at
+ * most TENANT_QUOTAS_MAX bytes), "{}" when none was. The store keeps it
+ * and gives it back; what its members mean is the caller's.
+ */
+struct tenant_record {
+	char name[TENANT_NAME_SIZE];
+	int64_t created_at; /* ms since the epoch; 0 for TENANT_DEFAULT */
+	char *quotas_json;  /* owned; "{}" */
+};
+
+/* Free what t owns; t's strings are NULL after. */
+void tenant_record_release(struct tenant_record *t);
+
+/*
+ * Add a tenant named name (tenant_name_is_valid()), created at now, with
+ * quotas_json (a JSON object of at most TENANT_QUOTAS_MAX bytes; NULL for
+ * "{}"). -EEXIST if there is one of that name (TENANT_DEFAULT always is);
+ * -EINVAL for a name that is not valid or quotas that are not such an
+ * object.
+ */
+int store_tenant_insert(struct store *st, const char *name, int64_t now, const char *quotas_json,
+			struct error *err);
+
+/*
+ * Read one tenant into *ret (tenant_record_release()). -ENOENT if there is
+ * none of that name (a name no tenant can have too).
+ */
+int store_tenant_get(struct store *st, const char *name, struct tenant_record *ret,
+		     struct error *err);
+
+/*
+ * Call fn for every tenant, by name (byte order). As store_task_list():
+ * the tenant passed to fn is valid only during the call, fn returns 0 (or
+ * more) to go on or a negative errno to stop with it, and rows are read
+ * before fn is called, so fn may call the store. Every tenant is read at
+ * once: there are few.
+ */
+int store_tenant_list(struct store *st, int (*fn)(const struct tenant_record *t, void *data),
+		      void *data, struct error *err);
+
+/*
+ * Replace a tenant's quotas with quotas_json (a JSON object of at most
+ * TENANT_QUOTAS_MAX bytes, else -EINVAL). -ENOENT if there is no such
+ * tenant (as for store_tenant_get()).
+ */
+int store_tenant_set_quotas(struct store *st, const char *name, const char *quotas_json,
+			    struct error *err);
+
+/*
+ * Remove a tenant. Refused while anything of it is live: -EBUSY while it
+ * has a key not revoked (expired ones count: revoke them), a task not
+ * final, or a sandbox not ended (pooled sandboxes are TENANT_DEFAULT's).
+ * What of it has ended stays, under its name: its final tasks, ended
+ * sandboxes and revoked keys (a tenant made again with that name sees
+ * them). -ENOENT if there is no such tenant; -EPERM for TENANT_DEFAULT,
+ * which always stays.
+ */
+int store_tenant_delete(struct store *st, const char *name, struct error *err);
+
+/* ---- API keys ---------------------------------------------------------- */
+
+/*
+ * An API key as stored: never its secret. label is owned by the struct
+ * and freed by key_record_release().
+ */
+struct key_record {
+	char id[KEY_ID_SIZE];	       /* public, NUL-terminated; opaque text to the store */
+	char tenant[TENANT_NAME_SIZE]; /* the tenant it acts for */
+	enum key_role role;
+	uint8_t hash[KEY_HASH_SIZE]; /* SHA-256 of the secret */
+	int64_t created_at;	     /* ms since the epoch */
+	int64_t expires_at;	     /* ms since the epoch; 0: never */
+	int64_t revoked_at;	     /* ms since the epoch; 0: not revoked */
+	char *label;		     /* owned; NULL: none; at most KEY_LABEL_MAX bytes */
+};
+
+/* Free what k owns (its label); k->label is NULL after. */
+void key_record_release(struct key_record *k);
+
+/*
+ * Add a key from k: id, tenant, role, hash, created_at, expires_at (0:
+ * never; not negative) and label (NULL: none); revoked_at is ignored (a
+ * new key is not revoked). The id is opaque text here (the API checks its
+ * form). -EEXIST if the id is taken; -ENOENT if there is no tenant
+ * k->tenant; -EINVAL for an id empty or without its NUL within
+ * KEY_ID_SIZE, a tenant name that is not valid, an unknown role, a
+ * negative expires_at, or a label over KEY_LABEL_MAX bytes.
+ */
+int store_key_insert(struct store *st, const struct key_record *k, struct error *err);
+
+/*
+ * Read key id into *ret (key_record_release()), revoked or expired ones
+ * too: the caller decides. -ENOENT if there is none.
+ */
+int store_key_get(struct store *st, const char *id, struct key_record *ret, struct error *err);
+
+/*
+ * Call fn for every key of tenant (NULL: of every tenant; -EINVAL for a
+ * name that is not valid; a tenant without keys, or none of that name,
+ * has none), revoked ones too, oldest created_at first, then by id. fn as
+ * in store_tenant_list(). Every matching key is read at once.
+ */
+int store_key_list(struct store *st, const char *tenant,
+		   int (*fn)(const struct key_record *k, void *data), void *data,
+		   struct error *err);
+
+/*
+ * Revoke key id at now (> 0: 0 means "not revoked", else -EINVAL): it
+ * stays, with revoked_at = now. -ENOENT if there is no such key; -ESTALE
+ * if it was revoked already (the first revocation stays).
+ */
+int store_key_revoke(struct store *st, const char *id, int64_t now, struct error *err);
+
+/* How many keys are not revoked, of every tenant, expired ones too. */
+int store_key_count(struct store *st, uint64_t *ret, struct error *err);
 
 #endif

@@ -23,6 +23,9 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self.unix_path)
 
 
+START_TIMEOUT_S = 30
+
+
 class Daemon:
     """One agentboxd on a private socket and state dir."""
 
@@ -40,7 +43,9 @@ class Daemon:
         self.proc = subprocess.Popen([*self.prefix, AGENTBOXD, "--socket", self.socket,
                                       "--state-dir", str(self.state), *self.args],
                                      stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 10
+        # a bound on liveness, not on speed: a restart among twenty running tasks
+        # under the guest's emulation (tests/vm/run, tcg) has taken over 10 s
+        deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             try:
                 if self.request("GET", "/healthz")[0] == 200:
@@ -49,7 +54,7 @@ class Daemon:
                 pass
             assert self.proc.poll() is None, f"agentboxd exited {self.proc.returncode}"
             time.sleep(0.02)
-        raise AssertionError("agentboxd did not answer /healthz within 10 s")
+        raise AssertionError(f"agentboxd did not answer /healthz within {START_TIMEOUT_S} s")
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)

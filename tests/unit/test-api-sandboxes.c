@@ -195,7 +195,8 @@ static int fake_create(struct fleet *fl, struct store *st, const struct fleet_sp
 	int r;
 	if (programmed(fl, OP_CREATE, err, &r))
 		return r;
-	struct sandbox_record s = {.status = SANDBOX_RUNNING,
+	struct sandbox_record s = {.tenant = TENANT_DEFAULT,
+				   .status = SANDBOX_RUNNING,
 				   .created_at = now,
 				   .expires_at = now + spec->timeout_ms,
 				   .spec_json = (char *)spec->spec_json,
@@ -741,7 +742,8 @@ static void create(struct fx *f, char id[SANDBOX_ID_SIZE])
 /* A sandbox straight into the store, with status (pooled, running or ended). */
 static void insert(struct fx *f, enum sandbox_status status, char id[SANDBOX_ID_SIZE])
 {
-	struct sandbox_record s = {.status =
+	struct sandbox_record s = {.tenant = TENANT_DEFAULT,
+				   .status =
 				       status == SANDBOX_POOLED ? SANDBOX_POOLED : SANDBOX_RUNNING,
 				   .created_at = fake_now,
 				   .spec_json = "{\"env\":{},\"limits\":{\"memory_mb\":512}}",

@@ -335,7 +335,8 @@ static int pool_ready(struct fx *fx, struct ids *ret)
 static void insert(struct fx *fx, enum sandbox_status status, int64_t expires_at,
 		   char id[SANDBOX_ID_SIZE])
 {
-	struct sandbox_record s = {.status =
+	struct sandbox_record s = {.tenant = TENANT_DEFAULT,
+				   .status =
 				       status == SANDBOX_POOLED ? SANDBOX_POOLED : SANDBOX_RUNNING,
 				   .created_at = T0 - 1000,
 				   .expires_at = expires_at,

@@ -190,7 +190,8 @@ static void step(struct fx *f)
 static void add(struct fx *f, int64_t created, uint32_t max_attempts, uint32_t retry_on,
 		char id[TASK_ID_SIZE])
 {
-	struct task t = {.max_attempts = max_attempts,
+	struct task t = {.tenant = TENANT_DEFAULT,
+			 .max_attempts = max_attempts,
 			 .retry_on = retry_on,
 			 .created_at = created,
 			 .spec_json = SPEC};

@@ -290,7 +290,7 @@ static void test_tx_misuse_and_failures_inside(void **state)
 	FAILS(EINVAL, store_progress_append(f->st, id, 1, "{", 1, NULL, err));
 	char dup[TASK_ID_SIZE];
 	add(f, 2, 1, 0, dup);
-	struct task t = {.max_attempts = 1, .spec_json = "{}"};
+	struct task t = {.tenant = TENANT_DEFAULT, .max_attempts = 1, .spec_json = "{}"};
 	memcpy(t.id, dup, TASK_ID_SIZE);
 	FAILS(EEXIST, store_task_insert(f->st, &t, err));
 	assert_int_equal(progress(f, id, 1, "{\"b\":2}"), 3);

@@ -22,7 +22,10 @@
 static void sbx_add(struct fx *f, enum sandbox_status status, int64_t created,
 		    char id[SANDBOX_ID_SIZE])
 {
-	struct sandbox_record sb = {.status = status, .created_at = created, .spec_json = SBX_SPEC};
+	struct sandbox_record sb = {.tenant = TENANT_DEFAULT,
+				    .status = status,
+				    .created_at = created,
+				    .spec_json = SBX_SPEC};
 	assert_int_equal(sandbox_id_new(sb.id), 0);
 	OK(store_sandbox_insert(f->st, &sb, err));
 	memcpy(id, sb.id, SANDBOX_ID_SIZE);
@@ -100,6 +103,7 @@ static void test_insert_get_round_trip(void **state)
 {
 	struct fx *f = *state;
 	struct sandbox_record in = {
+	    .tenant = "acme",
 	    .status = SANDBOX_RUNNING,
 	    .created_at = 1700000000123,
 	    .expires_at = 1700000600123,
@@ -114,6 +118,7 @@ static void test_insert_get_round_trip(void **state)
 	OK(store_sandbox_insert(f->st, &in, err));
 	struct sandbox_record sb = sbx_get(f, in.id);
 	assert_string_equal(sb.id, in.id);
+	assert_string_equal(sb.tenant, "acme");
 	assert_int_equal(sb.status, SANDBOX_RUNNING);
 	assert_int_equal(sb.created_at, 1700000000123);
 	assert_int_equal(sb.expires_at, 1700000600123);
@@ -127,7 +132,7 @@ static void test_insert_get_round_trip(void **state)
 
 	/* pooled, no metadata, no expiry */
 	struct sandbox_record pooled = {
-	    .status = SANDBOX_POOLED, .created_at = 7, .spec_json = "{}"};
+	    .tenant = TENANT_DEFAULT, .status = SANDBOX_POOLED, .created_at = 7, .spec_json = "{}"};
 	assert_int_equal(sandbox_id_new(pooled.id), 0);
 	OK(store_sandbox_insert(f->st, &pooled, err));
 	sb = sbx_get(f, pooled.id);
@@ -144,7 +149,10 @@ static void test_insert_errors(void **state)
 	struct fx *f = *state;
 	char id[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_RUNNING, 10, id);
-	struct sandbox_record sb = {.status = SANDBOX_POOLED, .created_at = 99, .spec_json = "{}"};
+	struct sandbox_record sb = {.tenant = TENANT_DEFAULT,
+				    .status = SANDBOX_POOLED,
+				    .created_at = 99,
+				    .spec_json = "{}"};
 	memcpy(sb.id, id, SANDBOX_ID_SIZE);
 	FAILS(EEXIST, store_sandbox_insert(f->st, &sb, err));
 	struct sandbox_record old = sbx_get(f, id); /* the first is untouched */
@@ -178,6 +186,15 @@ static void test_insert_errors(void **state)
 		FAILS(EINVAL, store_sandbox_insert(f->st, &sb, err));
 		sb.metadata_json = NULL;
 	}
+	/* a tenant's name; a pooled sandbox is the default tenant's */
+	static const char *const not_tenants[] = {"", "Acme", "-acme", "acme-", "a b"};
+	for (size_t i = 0; i < sizeof(not_tenants) / sizeof(not_tenants[0]); i++) {
+		snprintf(sb.tenant, sizeof(sb.tenant), "%s", not_tenants[i]);
+		FAILS(EINVAL, store_sandbox_insert(f->st, &sb, err));
+	}
+	snprintf(sb.tenant, sizeof(sb.tenant), "acme");
+	FAILS(EINVAL, store_sandbox_insert(f->st, &sb, err));
+	snprintf(sb.tenant, sizeof(sb.tenant), "%s", TENANT_DEFAULT);
 	/* ids: ours only, and no task's */
 	memcpy(sb.id, "sbx_../", 8);
 	FAILS(EINVAL, store_sandbox_insert(f->st, &sb, err));
@@ -197,8 +214,10 @@ static void test_insert_limits(void **state)
 	struct fx *f = *state;
 	char *spec = object_of_size(SANDBOX_SPEC_MAX);
 	char *meta = object_of_size(SANDBOX_METADATA_MAX);
-	struct sandbox_record sb = {
-	    .status = SANDBOX_POOLED, .spec_json = spec, .metadata_json = meta};
+	struct sandbox_record sb = {.tenant = TENANT_DEFAULT,
+				    .status = SANDBOX_POOLED,
+				    .spec_json = spec,
+				    .metadata_json = meta};
 	/* one byte past either limit */
 	char *big_spec = object_of_size(SANDBOX_SPEC_MAX + 1);
 	char *big_meta = object_of_size(SANDBOX_METADATA_MAX + 1);
@@ -217,9 +236,9 @@ static void test_insert_limits(void **state)
 	assert_string_equal(got.metadata_json, meta);
 	sandbox_record_release(&got);
 	/* claim has the metadata limit too */
-	FAILS(E2BIG, store_sandbox_claim(f->st, sb.id, 5, 0, NULL, big_meta, err));
+	FAILS(E2BIG, store_sandbox_claim(f->st, sb.id, TENANT_DEFAULT, 5, 0, NULL, big_meta, err));
 	assert_int_equal(sbx_status(f, sb.id), SANDBOX_POOLED);
-	OK(store_sandbox_claim(f->st, sb.id, 5, 0, NULL, meta, err));
+	OK(store_sandbox_claim(f->st, sb.id, TENANT_DEFAULT, 5, 0, NULL, meta, err));
 	free(spec);
 	free(meta);
 	free(big_spec);
@@ -296,7 +315,7 @@ static void test_list_filter_and_order(void **state)
 	sbx_list(f, 0, p, 10, &got);
 	assert_int_equal(got.n, 4);
 	/* a claim moves a sandbox to its hand-out time */
-	OK(store_sandbox_claim(f->st, p, 250, 0, NULL, NULL, err));
+	OK(store_sandbox_claim(f->st, p, TENANT_DEFAULT, 250, 0, NULL, NULL, err));
 	sbx_list(f, 0, NULL, 10, &got);
 	assert_int_equal(got.n, 5);
 	assert_string_equal(got.v[3], p);
@@ -389,7 +408,7 @@ static void test_claim(void **state)
 	struct fx *f = *state;
 	char p[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_POOLED, 10, p);
-	OK(store_sandbox_claim(f->st, p, 500, 900, NULL, "{\"user\":\"me\"}", err));
+	OK(store_sandbox_claim(f->st, p, TENANT_DEFAULT, 500, 900, NULL, "{\"user\":\"me\"}", err));
 	struct sandbox_record sb = sbx_get(f, p);
 	assert_int_equal(sb.status, SANDBOX_RUNNING);
 	assert_int_equal(sb.created_at, 500); /* when the user got it */
@@ -400,11 +419,11 @@ static void test_claim(void **state)
 	assert_string_equal(sb.spec_json, SBX_SPEC);
 	sandbox_record_release(&sb);
 	/* only a pooled sandbox is claimed, and only once */
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 600, 0, NULL, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, TENANT_DEFAULT, 600, 0, NULL, NULL, err));
 	OK(store_sandbox_set_status(f->st, p, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 600, 0, NULL, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, TENANT_DEFAULT, 600, 0, NULL, NULL, err));
 	OK(store_sandbox_end(f->st, p, 700, "deleted", NULL, err));
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 800, 0, NULL, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, TENANT_DEFAULT, 800, 0, NULL, NULL, err));
 	sb = sbx_get(f, p); /* the failed claims changed nothing */
 	assert_int_equal(sb.created_at, 500);
 	assert_int_equal(sb.expires_at, 900);
@@ -413,14 +432,14 @@ static void test_claim(void **state)
 
 	char r[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_RUNNING, 10, r);
-	FAILS(ESTALE, store_sandbox_claim(f->st, r, 600, 0, NULL, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, r, TENANT_DEFAULT, 600, 0, NULL, NULL, err));
 
 	/* the claimer's spec (its env, its network) replaces the pool's */
 	char n[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_POOLED, 15, n);
 	const char *net = "{\"env\":{},\"limits\":{},\"network\":{\"mode\":\"open\"}}";
-	FAILS(EINVAL, store_sandbox_claim(f->st, n, 600, 0, "[1]", NULL, err));
-	OK(store_sandbox_claim(f->st, n, 600, 0, net, NULL, err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, n, TENANT_DEFAULT, 600, 0, "[1]", NULL, err));
+	OK(store_sandbox_claim(f->st, n, TENANT_DEFAULT, 600, 0, net, NULL, err));
 	sb = sbx_get(f, n);
 	assert_string_equal(sb.spec_json, net);
 	assert_int_equal(sb.status, SANDBOX_RUNNING);
@@ -429,7 +448,7 @@ static void test_claim(void **state)
 	/* no metadata is {}; no expiry is 0 */
 	char q[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_POOLED, 20, q);
-	OK(store_sandbox_claim(f->st, q, 30, 0, NULL, NULL, err));
+	OK(store_sandbox_claim(f->st, q, TENANT_DEFAULT, 30, 0, NULL, NULL, err));
 	sb = sbx_get(f, q);
 	assert_string_equal(sb.metadata_json, "{}");
 	assert_int_equal(sb.expires_at, 0);
@@ -438,17 +457,17 @@ static void test_claim(void **state)
 	/* errors leave the pooled sandbox pooled */
 	char z[SANDBOX_ID_SIZE];
 	sbx_add(f, SANDBOX_POOLED, 40, z);
-	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, -1, NULL, NULL, err));
-	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, 0, NULL, "[1]", err));
-	FAILS(EINVAL, store_sandbox_claim(f->st, z, 50, 0, NULL, "{\"a\":", err));
-	FAILS(EINVAL, store_sandbox_claim(f->st, NULL, 50, 0, NULL, NULL, err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, z, TENANT_DEFAULT, 50, -1, NULL, NULL, err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, z, TENANT_DEFAULT, 50, 0, NULL, "[1]", err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, z, TENANT_DEFAULT, 50, 0, NULL, "{\"a\":", err));
+	FAILS(EINVAL, store_sandbox_claim(f->st, NULL, TENANT_DEFAULT, 50, 0, NULL, NULL, err));
 	sb = sbx_get(f, z);
 	assert_int_equal(sb.status, SANDBOX_POOLED);
 	assert_int_equal(sb.created_at, 40);
 	sandbox_record_release(&sb);
 	char unknown[SANDBOX_ID_SIZE];
 	assert_int_equal(sandbox_id_new(unknown), 0);
-	FAILS(ENOENT, store_sandbox_claim(f->st, unknown, 50, 0, NULL, NULL, err));
+	FAILS(ENOENT, store_sandbox_claim(f->st, unknown, TENANT_DEFAULT, 50, 0, NULL, NULL, err));
 }
 
 /* ---- pause, resume, expiry --------------------------------------------- */
@@ -608,7 +627,7 @@ static void test_delete(void **state)
 	OK(store_sandbox_delete(f->st, e, err));
 	assert_false(sbx_exists(f, e));
 	FAILS(ENOENT, store_sandbox_delete(f->st, p, err));
-	FAILS(ENOENT, store_sandbox_claim(f->st, p, 50, 0, NULL, NULL, err));
+	FAILS(ENOENT, store_sandbox_claim(f->st, p, TENANT_DEFAULT, 50, 0, NULL, NULL, err));
 	/* a live one stays: it is ended first */
 	FAILS(ESTALE, store_sandbox_delete(f->st, r, err));
 	OK(store_sandbox_set_status(f->st, r, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
@@ -620,8 +639,10 @@ static void test_delete(void **state)
 	assert_int_equal(all.n, 1);
 	assert_string_equal(all.v[0], r);
 	/* its id is free again, spec and all */
-	struct sandbox_record sb = {
-	    .status = SANDBOX_POOLED, .created_at = 60, .spec_json = "{\"b\":2}"};
+	struct sandbox_record sb = {.tenant = TENANT_DEFAULT,
+				    .status = SANDBOX_POOLED,
+				    .created_at = 60,
+				    .spec_json = "{\"b\":2}"};
 	memcpy(sb.id, p, SANDBOX_ID_SIZE);
 	OK(store_sandbox_insert(f->st, &sb, err));
 	struct sandbox_record got = sbx_get(f, p);
@@ -640,7 +661,7 @@ static void test_tx(void **state)
 	sbx_add(f, SANDBOX_RUNNING, 20, r);
 	/* a rollback undoes claims, ends and inserts */
 	OK(store_tx_begin(f->st, err));
-	OK(store_sandbox_claim(f->st, p, 30, 40, NULL, "{\"a\":1}", err));
+	OK(store_sandbox_claim(f->st, p, TENANT_DEFAULT, 30, 40, NULL, "{\"a\":1}", err));
 	OK(store_sandbox_end(f->st, r, 30, "deleted", NULL, err));
 	sbx_add(f, SANDBOX_RUNNING, 30, n);
 	store_tx_rollback(f->st);
@@ -653,8 +674,8 @@ static void test_tx(void **state)
 	assert_false(sbx_exists(f, n));
 	/* a failing call undoes only itself; the group goes on */
 	OK(store_tx_begin(f->st, err));
-	OK(store_sandbox_claim(f->st, p, 30, 40, NULL, NULL, err));
-	FAILS(ESTALE, store_sandbox_claim(f->st, p, 31, 41, NULL, NULL, err));
+	OK(store_sandbox_claim(f->st, p, TENANT_DEFAULT, 30, 40, NULL, NULL, err));
+	FAILS(ESTALE, store_sandbox_claim(f->st, p, TENANT_DEFAULT, 31, 41, NULL, NULL, err));
 	FAILS(ESTALE, store_sandbox_delete(f->st, r, err));
 	FAILS(EINVAL, store_sandbox_end(f->st, r, 32, "nope", NULL, err));
 	OK(store_sandbox_set_status(f->st, r, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
@@ -701,7 +722,7 @@ static void test_reopen_keeps_everything(void **state)
 	sbx_add(f, SANDBOX_RUNNING, 5, e);
 	sbx_add(f, SANDBOX_POOLED, 6, gone);
 	add(f, 1, 1, 0, task);
-	OK(store_sandbox_claim(f->st, a, 10, 1000, NULL, "{\"k\":\"v\"}", err));
+	OK(store_sandbox_claim(f->st, a, TENANT_DEFAULT, 10, 1000, NULL, "{\"k\":\"v\"}", err));
 	OK(store_sandbox_set_status(f->st, c, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
 	OK(store_sandbox_set_expiry(f->st, d, 2000, err));
 	OK(store_sandbox_end(f->st, e, 11, "died", "oom", err));
@@ -719,7 +740,7 @@ static void test_reopen_keeps_everything(void **state)
 	free(before);
 	free(after);
 	/* and it all goes on after a reopen */
-	OK(store_sandbox_claim(f->st, b, 20, 0, NULL, NULL, err));
+	OK(store_sandbox_claim(f->st, b, TENANT_DEFAULT, 20, 0, NULL, NULL, err));
 	OK(store_sandbox_set_status(f->st, c, SANDBOX_PAUSED, SANDBOX_RUNNING, err));
 	FAILS(ESTALE, store_sandbox_end(f->st, e, 21, "deleted", NULL, err));
 }
@@ -747,8 +768,8 @@ static void test_claims_race_across_processes(void **state)
 		/* every claimer tries every sandbox; -ESTALE means another got it */
 		for (int i = 0; i < POOL; i++) {
 			int r;
-			while ((r = store_sandbox_claim(st, ids[i], 100 + c, 0, NULL, NULL,
-							NULL)) == -EBUSY)
+			while ((r = store_sandbox_claim(st, ids[i], TENANT_DEFAULT, 100 + c, 0,
+							NULL, NULL, NULL)) == -EBUSY)
 				;
 			if (r == -ESTALE)
 				continue;

@@ -1,9 +1,9 @@
 /*
  * test-store-sqlite.c - what only the SQLite backend has: its migrations
- * (a version-1 database, from before sandboxes, brought up to date) and
- * its settings. The database is looked at from a second, plain SQLite
- * connection; migration steps of the tests' own are passed through
- * sqlite_store_open() (store-internal.h).
+ * (a version-1 database, from before sandboxes, and a version-3 one, from
+ * before tenants, brought up to date) and its settings. The database is
+ * looked at from a second, plain SQLite connection; migration steps of the
+ * tests' own are passed through sqlite_store_open() (store-internal.h).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,8 +119,15 @@ static void test_fresh_reaches_latest(void **state)
 	/* the indexes the queries rely on */
 	assert_int_equal(query(s, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND "
 				  "name IN ('tasks_by_created', 'tasks_by_status', "
-				  "'sandboxes_by_created', 'sandboxes_by_status')"),
-			 4);
+				  "'sandboxes_by_created', 'sandboxes_by_status', "
+				  "'tasks_by_tenant', 'tasks_by_tenant_status', "
+				  "'sandboxes_by_tenant', 'sandboxes_by_tenant_status', "
+				  "'api_keys_by_tenant')"),
+			 9);
+	/* the default tenant is made with the schema */
+	assert_int_equal(query(s, "SELECT count(*) FROM tenants WHERE name = 'default' AND "
+				  "created_at = 0 AND quotas_json = '{}'"),
+			 1);
 }
 
 /* Run SQL on a plain connection of our own; it must succeed. */
@@ -204,10 +211,14 @@ static void test_version_1_database_migrates(void **state)
 			 0);
 	assert_int_equal(end, TASK_SUCCEEDED);
 	/* and sandboxes work */
-	struct sandbox_record sb = {.status = SANDBOX_POOLED, .created_at = 20, .spec_json = "{}"};
+	struct sandbox_record sb = {.tenant = TENANT_DEFAULT,
+				    .status = SANDBOX_POOLED,
+				    .created_at = 20,
+				    .spec_json = "{}"};
 	assert_int_equal(sandbox_id_new(sb.id), 0);
 	assert_int_equal(store_sandbox_insert(st, &sb, &err), 0);
-	assert_int_equal(store_sandbox_claim(st, sb.id, 21, 0, NULL, NULL, &err), 0);
+	assert_int_equal(store_sandbox_claim(st, sb.id, TENANT_DEFAULT, 21, 0, NULL, NULL, &err),
+			 0);
 	assert_int_equal(store_sandbox_end(st, sb.id, 22, "deleted", NULL, &err), 0);
 	store_close(st);
 	/* reopened at the latest version: nothing runs again, everything is there */
@@ -228,6 +239,118 @@ static void test_version_1_database_migrates(void **state)
 	assert_int_equal(query(s, "SELECT count(*) FROM events"),
 			 5); /* 2 old, progress, egress_denied, end */
 	assert_int_equal(query(s, "PRAGMA user_version"), (long long)sqlite_migrations_count);
+}
+
+static int tenant_of_sandbox(const struct sandbox_record *sb, void *data)
+{
+	assert_string_equal(sb->tenant, TENANT_DEFAULT);
+	(*(int *)data)++;
+	return 0;
+}
+
+static int tenant_of_task(const struct task *t, void *data)
+{
+	assert_string_equal(t->tenant, TENANT_DEFAULT);
+	(*(int *)data)++;
+	return 0;
+}
+
+static int count_tenant(const struct tenant_record *t, void *data)
+{
+	(void)t;
+	(*(int *)data)++;
+	return 0;
+}
+
+/* A database that migrations 1 to 3 made (no tenants) opens, and its rows are the default's. */
+static void test_version_3_database_migrates(void **state)
+{
+	struct scratch *s = *state;
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(s->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite_exec(db, "PRAGMA journal_mode = WAL", "wal", NULL), 0);
+	struct error err = {0};
+	assert_true(sqlite_migrations_count >= 4);
+	if (sqlite_migrate(db, sqlite_migrations, 3, &err) < 0)
+		fail_msg("migrations 1 to 3: %s", err.msg);
+	sqlite3_close(db);
+	assert_int_equal(query(s, "PRAGMA user_version"), 3);
+	assert_int_equal(query(s, "SELECT count(*) FROM sqlite_schema WHERE name = 'tenants'"), 0);
+	/* a running task with its events, a queued one, a running sandbox and a pooled one */
+	const char *run = "tsk_0123456789abcdefghjkmnpqrs",
+		   *queued = "tsk_1123456789abcdefghjkmnpqrs";
+	const char *sbx = "sbx_0123456789abcdefghjkmnpqrs",
+		   *pooled = "sbx_1123456789abcdefghjkmnpqrs";
+	exec_sql(s,
+		 "INSERT INTO tasks (pk, id, status, attempt, max_attempts, created_at, "
+		 "started_at, next_seq, progress_json) VALUES "
+		 "(1, 'tsk_0123456789abcdefghjkmnpqrs', 'running', 1, 1, 10, 11, 2, '{\"p\":1}'),"
+		 "(2, 'tsk_1123456789abcdefghjkmnpqrs', 'queued', 0, 1, 12, 0, 1, '{}');"
+		 "INSERT INTO task_specs VALUES (1, '{\"cmd\":[\"true\"]}'), (2, '{}');"
+		 "INSERT INTO events VALUES (1, 1, 1, 'status', 11, '{\"status\":\"running\"}');"
+		 "INSERT INTO sandboxes (pk, id, status, created_at, metadata_json) VALUES "
+		 "(1, 'sbx_0123456789abcdefghjkmnpqrs', 'running', 20, '{\"m\":1}'),"
+		 "(2, 'sbx_1123456789abcdefghjkmnpqrs', 'pooled', 21, '{}');"
+		 "INSERT INTO sandbox_specs VALUES (1, '{\"s\":1}'), (2, '{}');");
+
+	struct store *st = NULL;
+	if (store_open_sqlite(s->path, &st, &err) < 0)
+		fail_msg("opening a version-3 store: %s", err.msg);
+	assert_int_equal(store_schema_version(st), (int)sqlite_migrations_count);
+	/* every row stayed, whole, and is the default tenant's */
+	struct task t = {0};
+	assert_int_equal(store_task_get(st, run, &t, &err), 0);
+	assert_string_equal(t.tenant, TENANT_DEFAULT);
+	assert_int_equal(t.status, TASK_RUNNING);
+	assert_int_equal(t.attempt, 1);
+	assert_int_equal(t.created_at, 10);
+	assert_string_equal(t.spec_json, "{\"cmd\":[\"true\"]}");
+	assert_string_equal(t.progress_json, "{\"p\":1}");
+	task_release(&t);
+	struct sandbox_record sb = {0};
+	assert_int_equal(store_sandbox_get(st, sbx, &sb, &err), 0);
+	assert_string_equal(sb.tenant, TENANT_DEFAULT);
+	assert_int_equal(sb.status, SANDBOX_RUNNING);
+	assert_string_equal(sb.metadata_json, "{\"m\":1}");
+	assert_string_equal(sb.spec_json, "{\"s\":1}");
+	sandbox_record_release(&sb);
+	int n = 0;
+	struct task_filter tf = {.limit = 10, .tenant = TENANT_DEFAULT};
+	assert_int_equal(store_task_list(st, &tf, tenant_of_task, &n, &err), 0);
+	assert_int_equal(n, 2);
+	n = 0;
+	struct sandbox_filter sf = {
+	    .statuses = (1u << SANDBOX_STATUS_COUNT) - 1, .limit = 10, .tenant = TENANT_DEFAULT};
+	assert_int_equal(store_sandbox_list(st, &sf, tenant_of_sandbox, &n, &err), 0);
+	assert_int_equal(n, 2);
+	/* the default tenant is there, alone, and stays */
+	n = 0;
+	assert_int_equal(store_tenant_list(st, count_tenant, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(store_tenant_delete(st, TENANT_DEFAULT, &err), -EPERM);
+	/* everything goes on: the events, the queue, the pool, and keys */
+	int64_t seq = 0;
+	assert_int_equal(store_progress_append(st, run, 1, "{\"p\":2}", 13, &seq, &err), 0);
+	assert_int_equal(seq, 2);
+	assert_int_equal(store_tenant_insert(st, "acme", 30, NULL, &err), 0);
+	assert_int_equal(store_sandbox_claim(st, pooled, "acme", 31, 0, NULL, NULL, &err), 0);
+	struct key_record k = {.tenant = "acme", .role = KEY_ROLE_ADMIN, .created_at = 32};
+	snprintf(k.id, sizeof(k.id), "k1");
+	assert_int_equal(store_key_insert(st, &k, &err), 0);
+	uint64_t keys = 0;
+	assert_int_equal(store_key_count(st, &keys, &err), 0);
+	assert_int_equal(keys, 1);
+	store_close(st);
+	assert_int_equal(query(s, "SELECT count(*) FROM tasks WHERE tenant = 'default'"), 2);
+	assert_int_equal(query(s, "SELECT count(*) FROM sandboxes WHERE tenant = 'default'"), 1);
+	assert_int_equal(query(s, "SELECT count(*) FROM sandboxes WHERE tenant = 'acme'"), 1);
+	assert_int_equal(query(s, "SELECT count(*) FROM events"), 2);
+	assert_int_equal(store_open_sqlite(s->path, &st, &err), 0);
+	assert_int_equal(store_task_get(st, queued, &t, &err), 0);
+	assert_string_equal(t.tenant, TENANT_DEFAULT);
+	assert_int_equal(t.status, TASK_QUEUED);
+	task_release(&t);
+	store_close(st);
 }
 
 static void test_steps_run_once_each(void **state)
@@ -372,6 +495,47 @@ static void test_query_plans(void **state)
 		    "TEMP B-TREE");
 	/* a sandbox by id: its unique index */
 	assert_plan(s, "SELECT pk FROM sandboxes WHERE id = 'x'", "USING COVERING INDEX", "SCAN");
+	/* one tenant's tasks, every status: a range of tasks_by_tenant, no sort */
+	assert_plan(s,
+		    "SELECT pk FROM tasks t WHERE t.tenant = 'a' AND (t.created_at, t.pk) > (1, 2) "
+		    "ORDER BY t.created_at, t.pk LIMIT 3",
+		    "INDEX tasks_by_tenant (tenant=? AND created_at>?)", "TEMP B-TREE");
+	/* one tenant's tasks, one status (an arm of its filtered list) */
+	assert_plan(s,
+		    "SELECT pk, created_at FROM tasks WHERE tenant = 'a' AND status = 'failed' "
+		    "AND (created_at, pk) > (1, 2) ORDER BY created_at, pk LIMIT 3",
+		    "USING COVERING INDEX tasks_by_tenant_status (tenant=? AND status=? AND "
+		    "created_at>?)",
+		    "TEMP B-TREE");
+	/* the same for sandboxes */
+	assert_plan(s,
+		    "SELECT pk FROM sandboxes b WHERE b.tenant = 'a' AND (b.created_at, b.pk) > "
+		    "(1, 2) ORDER BY b.created_at, b.pk LIMIT 3",
+		    "INDEX sandboxes_by_tenant (tenant=? AND created_at>?)", "TEMP B-TREE");
+	assert_plan(s,
+		    "SELECT pk, created_at FROM sandboxes WHERE tenant = 'a' AND status = 'ended' "
+		    "AND (created_at, pk) > (1, 2) ORDER BY created_at, pk LIMIT 3",
+		    "USING COVERING INDEX sandboxes_by_tenant_status (tenant=? AND status=? AND "
+		    "created_at>?)",
+		    "TEMP B-TREE");
+	/* what keeps a tenant: its live tasks and sandboxes, never the finished ones */
+	assert_plan(s,
+		    "SELECT count(*) FROM tasks WHERE tenant = 'a' AND status IN "
+		    "('queued', 'running', NULL, NULL, NULL, NULL, NULL, NULL)",
+		    "USING COVERING INDEX tasks_by_tenant_status (tenant=? AND status=?)", "SCAN");
+	assert_plan(s,
+		    "SELECT count(*) FROM sandboxes WHERE tenant = 'a' AND status IN "
+		    "('pooled', 'running', 'paused', NULL)",
+		    "USING COVERING INDEX sandboxes_by_tenant_status (tenant=? AND status=?)",
+		    "SCAN");
+	/* a tenant's keys, in order, and a key by id */
+	assert_plan(s, "SELECT id FROM api_keys WHERE tenant = 'a' ORDER BY created_at, id",
+		    "api_keys_by_tenant (tenant=?)", "TEMP B-TREE");
+	assert_plan(s, "SELECT count(*) FROM api_keys WHERE tenant = 'a' AND revoked_at = 0",
+		    "api_keys_by_tenant (tenant=?)", "SCAN");
+	assert_plan(s, "SELECT pk FROM api_keys WHERE id = 'x'", "USING COVERING INDEX", "SCAN");
+	assert_plan(s, "SELECT pk FROM tenants WHERE name = 'x'", "USING COVERING INDEX", "SCAN");
+	assert_plan(s, "SELECT name FROM tenants ORDER BY name", "tenants", "TEMP B-TREE");
 }
 
 int main(void)
@@ -386,6 +550,7 @@ int main(void)
 	    T(test_open_errors),
 	    T(test_query_plans),
 	    T(test_version_1_database_migrates),
+	    T(test_version_3_database_migrates),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@ static void test_insert_get_round_trip(void **state)
 {
 	struct fx *f = *state;
 	struct task in = {
+	    .tenant = "acme-2",
 	    .max_attempts = 3,
 	    .retry_on = B(TASK_OOM_KILLED) | B(TASK_LOST),
 	    .created_at = 1700000000123,
@@ -31,6 +32,7 @@ static void test_insert_get_round_trip(void **state)
 	OK(store_task_insert(f->st, &in, err));
 	struct task t = get(f, in.id);
 	assert_string_equal(t.id, in.id);
+	assert_string_equal(t.tenant, "acme-2");
 	assert_int_equal(t.status, TASK_QUEUED);
 	assert_int_equal(t.attempt, 0);
 	assert_int_equal(t.max_attempts, 3);
@@ -52,7 +54,8 @@ static void test_insert_errors(void **state)
 	struct fx *f = *state;
 	char id[TASK_ID_SIZE];
 	add(f, 10, 1, 0, id);
-	struct task t = {.max_attempts = 2, .created_at = 99, .spec_json = "{}"};
+	struct task t = {
+	    .tenant = TENANT_DEFAULT, .max_attempts = 2, .created_at = 99, .spec_json = "{}"};
 	memcpy(t.id, id, TASK_ID_SIZE);
 	FAILS(EEXIST, store_task_insert(f->st, &t, err));
 	struct task old = get(f, id); /* the first is untouched */
@@ -72,6 +75,15 @@ static void test_insert_errors(void **state)
 	t.spec_json = NULL;
 	FAILS(EINVAL, store_task_insert(f->st, &t, err));
 	t.spec_json = "{}";
+	/* a tenant's name, every time */
+	static const char *const not_tenants[] = {"", "Acme", "-acme", "acme-", "a b", "a_b"};
+	for (size_t i = 0; i < sizeof(not_tenants) / sizeof(not_tenants[0]); i++) {
+		snprintf(t.tenant, sizeof(t.tenant), "%s", not_tenants[i]);
+		FAILS(EINVAL, store_task_insert(f->st, &t, err));
+	}
+	memset(t.tenant, 'a', sizeof(t.tenant)); /* not even terminated */
+	FAILS(EINVAL, store_task_insert(f->st, &t, err));
+	snprintf(t.tenant, sizeof(t.tenant), "%s", TENANT_DEFAULT);
 	memcpy(t.id, "tsk_../", 8);
 	FAILS(EINVAL, store_task_insert(f->st, &t, err));
 	struct ids all;
