@@ -57,15 +57,46 @@ struct api_call {
 	const struct api_request *req;
 	const struct api_match *match;
 	const struct api_query *query;
-	char id[TASK_ID_SIZE]; /* the path's {id}, well-formed; "" on routes without one */
-	long pid;	       /* the path's {pid}, or -1 */
-	int64_t now;	       /* ms since the epoch, read once per call */
+	char id[TASK_ID_SIZE];	     /* the path's {id}, well-formed; "" on routes without one */
+	char name[TENANT_NAME_SIZE]; /* a tenant's or key's route: its name or id, well-formed */
+	long pid;		     /* the path's {pid}, or -1 */
+	struct api_principal who;    /* who asks (auth.c); zero on a public route */
+	int64_t now;		     /* ms since the epoch, read once per call */
 	struct api_response *res;
 	struct api_error *err;
 };
 
 /* The handlers of the route table (router.c): one per route. */
 int api_healthz(struct api_call *c);
+int api_tenants_list(struct api_call *c); /* tenants.c */
+int api_tenants_create(struct api_call *c);
+int api_tenant_get(struct api_call *c);
+int api_tenant_delete(struct api_call *c);
+int api_keys_list(struct api_call *c);
+int api_keys_create(struct api_call *c);
+int api_key_revoke(struct api_call *c);
+int api_me(struct api_call *c);
+
+/*
+ * Tenancy (auth.c). api_may_see: may the caller see what belongs to
+ * tenant (an admin sees all; a member, its own)? Where it may not, a
+ * handler answers exactly as for an id that does not exist. api_list_
+ * tenant: the tenant a list is of, into *ret (a member: its own, whatever
+ * it asked for; an admin: the ?tenant= asked for, or NULL for all); 0 or
+ * -EINVAL (400 naming "tenant").
+ */
+bool api_may_see(const struct api_call *c, const char *tenant);
+/*
+ * The route's {id} (a task, or with sandbox a sandbox): 0 when the caller
+ * may see it or it does not exist (the handler answers that as ever);
+ * else 404 exactly as for an unknown id. api_prepare() calls it for every
+ * route with an id, so every route, its streams included, keeps the rule.
+ */
+int api_check_owner(struct api_call *c, bool sandbox);
+int api_list_tenant(const struct api_call *c, const char **ret);
+
+/* The longest a key may be made to live (POST /v1/keys "expires_in_s"): ten years. */
+#define API_KEY_EXPIRES_MAX_S (10LL * 365 * 24 * 3600)
 int api_tasks_list(struct api_call *c);
 int api_tasks_create(struct api_call *c);
 int api_task_get(struct api_call *c);

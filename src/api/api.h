@@ -38,6 +38,7 @@
 #include "api/errors.h"
 #include "core/sandbox.h"
 #include "core/task.h"
+#include "core/tenant.h"
 #include "fleet/fleet.h"
 #include "store/store.h"
 
@@ -95,10 +96,20 @@ enum api_route_id {
 	API_ROUTE_FILES_GET,
 	API_ROUTE_FILES_PUT,
 	API_ROUTE_FILES_DELETE,
+	/* tenants and their keys (tenants.c): admins only, but /v1/me */
+	API_ROUTE_TENANTS_LIST,
+	API_ROUTE_TENANTS_CREATE,
+	API_ROUTE_TENANT_GET,
+	API_ROUTE_TENANT_DELETE,
+	API_ROUTE_KEYS_LIST,
+	API_ROUTE_KEYS_CREATE,
+	API_ROUTE_KEY_REVOKE,
+	API_ROUTE_ME,
 	API_ROUTE_COUNT
 };
 
-#define API_ROUTE_IS_SANDBOX(id) ((id) >= API_ROUTE_SANDBOXES_LIST && (id) < API_ROUTE_COUNT)
+#define API_ROUTE_IS_SANDBOX(id)                                                                   \
+	((id) >= API_ROUTE_SANDBOXES_LIST && (id) <= API_ROUTE_FILES_DELETE)
 
 /* What a response carries: a body, or what the server must serve (see top). */
 enum api_response_kind {
@@ -193,11 +204,39 @@ struct api_host_limits {
 	uint64_t queued_max;
 };
 
+/*
+ * A local user of the unix socket that agentboxd --socket-user UID=TENANT
+ * makes a member of a tenant (root is an admin of TENANT_DEFAULT).
+ */
+struct api_local_user {
+	uid_t uid;
+	char tenant[TENANT_NAME_SIZE];
+};
+
+/* The id of the legacy admin key: an older state directory's single token (auth.c). */
+#define API_LEGACY_KEY_ID "000000000000"
+
+/* Who asks (api_authenticate()). */
+struct api_principal {
+	char tenant[TENANT_NAME_SIZE];
+	enum key_role role;
+	char key_id[KEY_ID_SIZE]; /* "" for a local user on the unix socket */
+	long uid;		  /* that local user's uid; -1 for a key */
+};
+
 struct api_ctx {
 	struct store *store;
-	const char *state_dir;	 /* holds tasks/<id>/attempt-<N>/output */
-	const char *token;	 /* NULL: no auth (unix socket); else Bearer token required */
-	int64_t (*now_ms)(void); /* wall clock in ms; NULL = CLOCK_REALTIME */
+	const char *state_dir; /* holds tasks/<id>/attempt-<N>/output */
+	/*
+	 * Who may ask (auth.c): over TCP (tcp) every request needs a key; on
+	 * the unix socket, peer_uid (SO_PEERCRED) is root, a local user of
+	 * local_users, or a request with a key.
+	 */
+	bool tcp;
+	long peer_uid; /* -1: unknown */
+	const struct api_local_user *local_users;
+	size_t nlocal_users;
+	int64_t (*now_ms)(void);	    /* wall clock in ms; NULL = CLOCK_REALTIME */
 	const struct api_host_limits *host; /* NULL: none beyond SPEC_*_MAX */
 	/*
 	 * Called by a handler that is about to wait on a sandbox (a blocking
@@ -236,11 +275,18 @@ struct api_ctx {
 int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret);
 
 /*
- * Would api_handle() let req past its auth check (the first it makes)?
- * Needs only the request line and headers: the server asks it before
- * reading a body, so that an unauthorized client gets its 401 at once.
+ * Who asks, for req (auth.c: the rules): 0 with *ret, or -EINVAL with e
+ * (401 unauthorized: no key, an unknown, revoked or expired one, a local
+ * user that is no tenant's), or -EIO (500). Needs ctx->store, and only
+ * the request line and headers: the server asks it before reading a
+ * body too, so that an unauthorized client gets its 401 at once. A
+ * public route (healthz) needs none: api_route_is_public().
  */
-bool api_request_is_authorized(const struct api_ctx *ctx, const struct api_request *req);
+int api_authenticate(struct api_ctx *ctx, const struct api_request *req, int64_t now,
+		     struct api_principal *ret, struct api_error *e);
+
+/* Does path name a public route (no auth at all)? */
+bool api_route_is_public(const char *path);
 
 /* An error response in the one shape (errors.h), into ret. 0 or -ENOMEM. */
 int api_error_response(struct api_response *ret, enum api_error_code code, const char *field,
@@ -248,7 +294,7 @@ int api_error_response(struct api_response *ret, enum api_error_code code, const
 
 /* ---- routes ------------------------------------------------------------ */
 
-#define API_ROUTE_PUBLIC   0x1u /* no auth even when a token is set */
+#define API_ROUTE_PUBLIC   0x1u /* no auth at all */
 #define API_ROUTE_RAW_BODY 0x2u /* a raw body of up to API_FILE_MAX, streamed (api_upload_*) */
 
 struct api_route {

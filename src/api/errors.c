@@ -24,6 +24,7 @@ static const struct {
     [API_ERR_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405},
     [API_ERR_CONFLICT] = {"conflict", 409},
     [API_ERR_UNAUTHORIZED] = {"unauthorized", 401},
+    [API_ERR_FORBIDDEN] = {"forbidden", 403},
     [API_ERR_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415},
     [API_ERR_INTERNAL] = {"internal", 500},
     [API_ERR_SANDBOX_ENDED] = {"sandbox_ended", 409},

@@ -29,6 +29,7 @@ enum api_error_code {
 	API_ERR_METHOD_NOT_ALLOWED,	/* 405 */
 	API_ERR_CONFLICT,		/* 409: the task's state forbids it */
 	API_ERR_UNAUTHORIZED,		/* 401 */
+	API_ERR_FORBIDDEN,		/* 403: an admin's route, asked by a member */
 	API_ERR_UNSUPPORTED_MEDIA_TYPE, /* 415: a body that is not application/json */
 	API_ERR_INTERNAL,		/* 500 */
 	/* interactive sandboxes */

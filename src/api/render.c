@@ -104,6 +104,8 @@ void api_render_task(struct buf *b, const struct task *t, const char *state_dir)
 {
 	buf_puts(b, "{\"id\":");
 	json_put_strz(b, t->id);
+	buf_puts(b, ",\"tenant\":");
+	json_put_strz(b, t->tenant);
 	buf_puts(b, ",\"status\":");
 	json_put_str_or_null(b, task_status_name(t->status));
 	buf_printf(b, ",\"attempt\":%u,\"max_attempts\":%u,\"retry_on\":[", t->attempt,

@@ -10,6 +10,8 @@
  */
 #include "base/fileio.h"
 #include "api/api-internal.h"
+
+#include "auth/key.h"
 #include "base/cleanup.h"
 #include "egress/policy.h"
 
@@ -21,6 +23,8 @@
 
 /* Takes a JSON body: 415 unless its Content-Type is application/json. */
 #define ROUTE_JSON_BODY 0x100u
+/* An admin's alone: 403 for a member. */
+#define ROUTE_ADMIN 0x200u
 
 static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_HEALTHZ, "GET", "/healthz", API_ROUTE_PUBLIC},
@@ -45,6 +49,14 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_FILES_GET, "GET", "/v1/sandboxes/{id}/files", 0},
     {API_ROUTE_FILES_PUT, "PUT", "/v1/sandboxes/{id}/files", API_ROUTE_RAW_BODY},
     {API_ROUTE_FILES_DELETE, "DELETE", "/v1/sandboxes/{id}/files", 0},
+    {API_ROUTE_TENANTS_LIST, "GET", "/v1/tenants", ROUTE_ADMIN},
+    {API_ROUTE_TENANTS_CREATE, "POST", "/v1/tenants", ROUTE_ADMIN | ROUTE_JSON_BODY},
+    {API_ROUTE_TENANT_GET, "GET", "/v1/tenants/{id}", ROUTE_ADMIN},
+    {API_ROUTE_TENANT_DELETE, "DELETE", "/v1/tenants/{id}", ROUTE_ADMIN},
+    {API_ROUTE_KEYS_LIST, "GET", "/v1/keys", ROUTE_ADMIN},
+    {API_ROUTE_KEYS_CREATE, "POST", "/v1/keys", ROUTE_ADMIN | ROUTE_JSON_BODY},
+    {API_ROUTE_KEY_REVOKE, "DELETE", "/v1/keys/{id}", ROUTE_ADMIN},
+    {API_ROUTE_ME, "GET", "/v1/me", 0},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -70,9 +82,18 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_FILES_GET] = api_files_get,
     [API_ROUTE_FILES_PUT] = api_files_put,
     [API_ROUTE_FILES_DELETE] = api_files_delete,
+    [API_ROUTE_TENANTS_LIST] = api_tenants_list,
+    [API_ROUTE_TENANTS_CREATE] = api_tenants_create,
+    [API_ROUTE_TENANT_GET] = api_tenant_get,
+    [API_ROUTE_TENANT_DELETE] = api_tenant_delete,
+    [API_ROUTE_KEYS_LIST] = api_keys_list,
+    [API_ROUTE_KEYS_CREATE] = api_keys_create,
+    [API_ROUTE_KEY_REVOKE] = api_key_revoke,
+    [API_ROUTE_ME] = api_me,
 };
 
-static const char *const params_list[] = {"status", "limit", "after", NULL};
+static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};
+static const char *const params_keys[] = {"tenant", NULL};
 static const char *const params_events[] = {"after", "limit", NULL};
 static const char *const params_logs[] = {"follow", NULL};
 static const char *const params_files_get[] = {"path", "list", NULL};
@@ -82,6 +103,7 @@ const char *const *const api_route_params[API_ROUTE_COUNT] = {
     [API_ROUTE_TASK_LOGS] = params_logs,      [API_ROUTE_SANDBOXES_LIST] = params_list,
     [API_ROUTE_PROCESS_OUTPUT] = params_logs, [API_ROUTE_FILES_GET] = params_files_get,
     [API_ROUTE_FILES_PUT] = params_files,     [API_ROUTE_FILES_DELETE] = params_files,
+    [API_ROUTE_KEYS_LIST] = params_keys,
 };
 
 const struct api_route *api_routes(size_t *ret_n)
@@ -146,7 +168,7 @@ void api_route_match(const char *method, const char *path, struct api_match *ret
 }
 
 /* Is path the path of a public route (whatever the method)? */
-static bool path_is_public(const char *path)
+bool api_route_is_public(const char *path)
 {
 	for (size_t i = 0; path && i < ELEMENTSOF(routes); i++) {
 		const char *param, *param2;
@@ -156,29 +178,6 @@ static bool path_is_public(const char *path)
 			return true;
 	}
 	return false;
-}
-
-/* Is header exactly "Bearer <token>"? Time does not depend on where they differ. */
-static bool bearer_matches(const char *token, const char *header)
-{
-	static const char prefix[] = "Bearer ";
-	size_t plen = sizeof(prefix) - 1, tlen = strlen(token);
-	if (!header || tlen == 0)
-		return false; /* an empty token would let "Bearer " in: refuse */
-	size_t hlen = strlen(header);
-	unsigned diff = hlen != plen + tlen;
-	for (size_t i = 0; i < plen + tlen; i++) {
-		unsigned char want = i < plen ? prefix[i] : token[i - plen];
-		unsigned char got = i < hlen ? header[i] : 0;
-		diff |= (unsigned)(want ^ got);
-	}
-	return diff == 0;
-}
-
-bool api_request_is_authorized(const struct api_ctx *ctx, const struct api_request *req)
-{
-	return !ctx->token || path_is_public(req->path) ||
-	       bearer_matches(ctx->token, req->authorization);
 }
 
 /* Is the media type (before any ';') application/json? */
@@ -202,10 +201,14 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 {
 	const struct api_request *req = c->req;
 	api_route_match(req->method, req->path, m);
-	if (!api_request_is_authorized(c->ctx, req)) {
-		snprintf(c->res->www_authenticate, sizeof(c->res->www_authenticate), "Bearer");
-		return api_error_set(c->err, API_ERR_UNAUTHORIZED, NULL,
-				     "this API needs the header Authorization: Bearer <token>");
+	c->now = c->ctx->now_ms ? c->ctx->now_ms() : wall_clock_ms();
+	if (!api_route_is_public(req->path)) {
+		int r = api_authenticate(c->ctx, req, c->now, &c->who, c->err);
+		if (r < 0 && c->err->code == API_ERR_UNAUTHORIZED)
+			snprintf(c->res->www_authenticate, sizeof(c->res->www_authenticate),
+				 "Bearer");
+		if (r < 0)
+			return r;
 	}
 	if (!m->route && !m->path_known)
 		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no such route");
@@ -220,7 +223,24 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 	if ((m->route->flags & ROUTE_JSON_BODY) && !is_json_type(req->content_type))
 		return api_error_set(c->err, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
 				     "the body must be sent as Content-Type: application/json");
-	if (m->param) {
+	if (m->route->flags & ROUTE_ADMIN && c->who.role != KEY_ROLE_ADMIN)
+		return api_error_set(
+		    c->err, API_ERR_FORBIDDEN, NULL,
+		    "this route is an admin's; a member may see itself: GET /v1/me");
+	enum api_route_id id = m->route->id;
+	if (m->param && (id == API_ROUTE_TENANT_GET || id == API_ROUTE_TENANT_DELETE ||
+			 id == API_ROUTE_KEY_REVOKE)) {
+		bool key = id == API_ROUTE_KEY_REVOKE;
+		if (m->param_len >= sizeof(c->name))
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a %s",
+					     key ? "key id" : "tenant's name");
+		memcpy(c->name, m->param, m->param_len);
+		c->name[m->param_len] = '\0';
+		if (key ? !auth_key_id_is_valid(c->name) : !tenant_name_is_valid(c->name))
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a %s",
+					     key ? "key id: 12 of 0-9 a-z without i, l, o, u"
+						 : "tenant's name: a-z, 0-9 and '-'");
+	} else if (m->param) {
 		bool sbx = API_ROUTE_IS_SANDBOX(m->route->id);
 		const char *what = sbx ? "sandbox" : "task";
 		if (m->param_len >= TASK_ID_SIZE)
@@ -254,9 +274,10 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 	int r = api_query_parse(req->query, api_route_params[m->route->id], q, c->err);
 	if (r < 0)
 		return r;
+	if ((r = api_check_owner(c, API_ROUTE_IS_SANDBOX(m->route->id))) < 0)
+		return r;
 	c->match = m;
 	c->query = q;
-	c->now = c->ctx->now_ms ? c->ctx->now_ms() : wall_clock_ms();
 	return 0;
 }
 

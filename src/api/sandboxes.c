@@ -199,6 +199,8 @@ int api_sandboxes_list(struct api_call *c)
 		return r;
 	struct list_ctx l = {0};
 	struct sandbox_filter f = {.statuses = statuses, .after_id = after, .limit = (size_t)limit};
+	if ((r = api_list_tenant(c, &f.tenant)) < 0)
+		return r;
 	struct error err = {0};
 	buf_puts(&l.b, "{\"sandboxes\":[");
 	r = store_sandbox_list(c->ctx->store, &f, list_one, &l, &err);
@@ -239,7 +241,8 @@ int api_sandboxes_create(struct api_call *c)
 				  .timeout_ms = sr.timeout_ms,
 				  .default_limits = sr.default_limits,
 				  .memory_bytes = sr.memory_bytes,
-				  .secrets_json = sr.secrets_json};
+				  .secrets_json = sr.secrets_json,
+				  .tenant = c->who.tenant};
 	struct sandbox_record s = {0};
 	struct error err = {0};
 	r = ops->create(c->ctx->fleet, c->ctx->store, &spec, c->now, &s, &err);
@@ -355,6 +358,8 @@ char *api_sandbox_json(const struct sandbox_record *s)
 	size_t limits_len = 0;
 	buf_puts(&b, "{\"id\":");
 	json_put_strz(&b, s->id);
+	buf_puts(&b, ",\"tenant\":");
+	json_put_strz(&b, s->tenant);
 	buf_puts(&b, ",\"status\":");
 	json_put_strz(&b, sandbox_status_name(s->status));
 	buf_puts(&b, ",\"created_at\":");

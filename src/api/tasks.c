@@ -71,11 +71,11 @@ int api_tasks_create(struct api_call *c)
 		task_request_release(&tr);
 		return r;
 	}
-	struct task t = {.tenant = TENANT_DEFAULT,
-			 .max_attempts = tr.max_attempts,
+	struct task t = {.max_attempts = tr.max_attempts,
 			 .retry_on = tr.retry_on,
 			 .created_at = c->now,
 			 .spec_json = tr.spec_json};
+	snprintf(t.tenant, sizeof(t.tenant), "%s", c->who.tenant); /* the caller's */
 	for (int i = 0; i < ID_TRIES; i++) {
 		r = task_id_new(t.id);
 		if (r == 0 && tr.secrets_json)
@@ -193,6 +193,8 @@ int api_tasks_list(struct api_call *c)
 	if (r < 0)
 		return r;
 	f.limit = (size_t)limit;
+	if ((r = api_list_tenant(c, &f.tenant)) < 0)
+		return r;
 	f.after_id = api_query_get(c->query, "after");
 	if (f.after_id && !task_id_is_valid(f.after_id))
 		return api_error_set(c->err, API_ERR_INVALID_FIELD, "after",
@@ -206,7 +208,7 @@ int api_tasks_list(struct api_call *c)
 	if (r == 0 && !pg.full && pg.n == f.limit) { /* is there more? */
 		size_t more = 0;
 		struct task_filter probe = {
-		    .statuses = f.statuses, .after_id = pg.last, .limit = 1};
+		    .statuses = f.statuses, .tenant = f.tenant, .after_id = pg.last, .limit = 1};
 		r = store_task_list(c->ctx->store, &probe, count_one, &more, &se);
 		pg.full = more > 0;
 	}

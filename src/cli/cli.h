@@ -32,6 +32,10 @@ int verb_ps(int argc, char **argv);
 int verb_sandbox(int argc, char **argv);
 int verb_exec(int argc, char **argv);
 int verb_cp(int argc, char **argv);
+/* Tenants and API keys (admin; verb-tenant.c, verb-key.c), and who we are to agentboxd. */
+int verb_tenant(int argc, char **argv);
+int verb_key(int argc, char **argv);
+int verb_whoami(int argc, char **argv);
 
 /*
  * Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. The
@@ -68,6 +72,13 @@ int cli_parse_socket_only(const char *verb, const char *help, int argc, char **a
  */
 int cli_parse_id_only(const char *verb, const char *what, const char *help, int argc, char **argv,
 		      const char **ret_socket, const char **ret_id);
+
+/*
+ * 0 when name is a tenant's name (core/tenant.h), else print "agentbox:
+ * VERB: WHAT'name' is not a tenant name (...)" and return EXIT_AGENTBOX.
+ * what names the option it came from ("--tenant: "), or is "".
+ */
+int cli_check_tenant_name(const char *verb, const char *what, const char *name);
 
 /* Is this "-h" or "--help"? */
 int cli_is_help(const char *arg);

@@ -30,6 +30,9 @@ static const struct verb verbs[] = {
     {"sandbox", "create, list, pause, resume, remove interactive sandboxes", verb_sandbox},
     {"exec", "run a command in an interactive sandbox", verb_exec},
     {"cp", "copy a file into or out of an interactive sandbox", verb_cp},
+    {"tenant", "create, list, show, remove tenants (admin)", verb_tenant},
+    {"key", "create, list, revoke API keys (admin)", verb_key},
+    {"whoami", "show the tenant and role agentboxd takes us for", verb_whoami},
 };
 
 int cli_fail(const char *fmt, ...)

@@ -14,6 +14,37 @@
 
 #define CLIENT_PEER "agentboxd"
 
+/*
+ * The key sent as "Authorization: Bearer", over TCP and over a unix socket
+ * alike (a local user who is not root may hold one): AGENTBOX_KEY, else
+ * AGENTBOX_TOKEN, its older name. Neither set (or both empty): none.
+ */
+static int auth_from_env(struct client *c, struct error *err)
+{
+	const char *name = "AGENTBOX_KEY";
+	const char *key = getenv(name);
+	if (!key || !*key) {
+		name = "AGENTBOX_TOKEN";
+		key = getenv(name);
+	}
+	if (!key || !*key)
+		return 0;
+	size_t n = strlen(key);
+	if (n > CLIENT_TOKEN_MAX)
+		return error_set(err, EINVAL, "%s is longer than %d bytes", name, CLIENT_TOKEN_MAX);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)key[i];
+		if (ch <= ' ' || ch == 0x7f)
+			return error_set(err, EINVAL, "%s holds spaces or control characters",
+					 name);
+	}
+	if (asprintf(&c->auth_header, "Authorization: Bearer %s", key) < 0) {
+		c->auth_header = NULL;
+		return error_set_errno(err, ENOMEM, "%s", name);
+	}
+	return 0;
+}
+
 int client_init(struct client *c, const char *socket_path, struct error *err)
 {
 	*c = (struct client){
@@ -32,25 +63,7 @@ int client_init(struct client *c, const char *socket_path, struct error *err)
 		return r;
 	}
 
-	const char *token = getenv("AGENTBOX_TOKEN");
-	if (c->ep.transport == HTTP_TCP && token && *token) {
-		size_t n = strlen(token);
-		if (n > CLIENT_TOKEN_MAX)
-			return error_set(err, EINVAL, "AGENTBOX_TOKEN is longer than %d bytes",
-					 CLIENT_TOKEN_MAX);
-		for (size_t i = 0; i < n; i++) {
-			unsigned char ch = (unsigned char)token[i];
-			if (ch <= ' ' || ch == 0x7f)
-				return error_set(
-				    err, EINVAL,
-				    "AGENTBOX_TOKEN holds spaces or control characters");
-		}
-		if (asprintf(&c->auth_header, "Authorization: Bearer %s", token) < 0) {
-			c->auth_header = NULL;
-			return error_set_errno(err, ENOMEM, "AGENTBOX_TOKEN");
-		}
-	}
-	return 0;
+	return auth_from_env(c, err);
 }
 
 void client_release(struct client *c)
@@ -97,8 +110,8 @@ static int api_error(const struct client *c, const struct http_response *res, st
 		error_set(err, code, "%s at %s answered %d %s", CLIENT_PEER, c->ep.name,
 			  res->status, res->reason);
 	}
-	if (err && res->status == 401 && c->ep.transport == HTTP_TCP && !c->auth_header)
-		error_prefix(err, "AGENTBOX_TOKEN is not set: ");
+	if (err && res->status == 401 && !c->auth_header)
+		error_prefix(err, "AGENTBOX_KEY is not set: ");
 	return -code;
 }
 

@@ -6,9 +6,10 @@
  * Where the daemon is, first match wins:
  *   --socket PATH (the caller's option)   a unix socket
  *   AGENTBOX_HOST=/path                   a unix socket
- *   AGENTBOX_HOST=HOST:PORT               TCP; AGENTBOX_TOKEN, if set, is
- *                                         sent as "Authorization: Bearer"
+ *   AGENTBOX_HOST=HOST:PORT               TCP
  *   otherwise                             CLIENT_DEFAULT_SOCKET
+ * and, over either transport, AGENTBOX_KEY (else AGENTBOX_TOKEN, its
+ * older name), if set, is sent as "Authorization: Bearer".
  *
  * Errors: 0 or -errno, and a struct error whose message is ready to print
  * after "agentbox: VERB: ". When the daemon answered with an error (4xx,
@@ -48,10 +49,11 @@
 	"\n"                                                                                       \
 	"environment:\n"                                                                           \
 	"  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"                             \
-	"  AGENTBOX_TOKEN  the bearer token sent over TCP\n"
+	"  AGENTBOX_KEY    the API key to send (abx_...); AGENTBOX_TOKEN, its older\n"             \
+	"                  name, when it is not set\n"
 #define CLIENT_CONNECT_TIMEOUT_MS 5000
 #define CLIENT_READ_TIMEOUT_MS	  30000
-/* Bytes of AGENTBOX_TOKEN. */
+/* Bytes of AGENTBOX_KEY (or AGENTBOX_TOKEN). */
 #define CLIENT_TOKEN_MAX 4096
 /* Bytes of a request path we build ("/v1/tasks/ID/events?after=N"). */
 #define CLIENT_TARGET_MAX 1024

@@ -33,6 +33,7 @@
 #define DAEMON_QUEUED_MAX	 10000	 /* tasks waiting at once, by default */
 #define DAEMON_QUEUED_LIMIT	 1000000 /* the most --max-queued takes */
 #define DAEMON_ALLOW_CIDR_MAX	 64	 /* --allow-cidr options */
+#define DAEMON_SOCKET_USERS_MAX	 64	 /* --socket-user options */
 
 /*
  * What one client may hold (server.c). libmicrohttpd's timeouts count the
@@ -89,7 +90,9 @@ struct daemon_config {
 	struct cidr allowed[DAEMON_ALLOW_CIDR_MAX]; /* --allow-cidr */
 	const char *allowed_text[DAEMON_ALLOW_CIDR_MAX];
 	size_t nallowed;
-	const char *resolver;	   /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
+	const char *resolver; /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
+	struct api_local_user local_users[DAEMON_SOCKET_USERS_MAX]; /* --socket-user */
+	size_t nlocal_users;
 	const char *egress_cacert; /* --egress-cacert FILE, or NULL: the host's CAs */
 };
 
@@ -104,7 +107,6 @@ struct daemon {
 	struct daemon_config cfg;
 	struct store_pool pool;
 	char db_path[4096];
-	char token[65];	     /* for TCP clients */
 	int wake_fd;	     /* eventfd: the scheduler's doorbell */
 	struct fleet *fleet; /* the interactive sandboxes (fleet/fleet.h) */
 	struct sched *sched; /* the scheduler, driven by its own thread */
@@ -124,8 +126,7 @@ void store_pool_release(struct store_pool *p);
 
 /* The HTTP side: one listener per socket (unix: no token; TCP: token). */
 struct listener;
-int server_start(struct daemon *d, int listen_fd, const char *token, struct listener **ret,
-		 struct error *err);
+int server_start(struct daemon *d, int listen_fd, struct listener **ret, struct error *err);
 void server_stop(struct listener *l);
 
 /*
@@ -139,6 +140,25 @@ int daemon_network_ready(void *data, struct error *err);
 int daemon_network_start(struct daemon *d, struct error *err);
 /* fleet_config.link_mode: a parked link handed out, into its mode's group. */
 int daemon_link_mode(const char *host_if, bool allow, struct error *err);
+
+/*
+ * API keys (keys.c). adopt_token: an older state directory's token file,
+ * into the store as the legacy admin key (api.h's API_LEGACY_KEY_ID, its
+ * SHA-256 only), and the file removed; none: nothing. print_key: a new
+ * admin key of the default tenant, made in the state directory's store
+ * and printed on stdout (agentboxd --print-token). 0 or -errno with err.
+ */
+int daemon_adopt_token(const char *state_dir, struct store *st, struct error *err);
+int daemon_print_key(const char *state_dir, struct error *err);
+
+/*
+ * The unix socket's local users (users.c): "UID=TENANT" (UID a number or
+ * a user's name) of --socket-user, and the socket's ACL, which lets root
+ * and exactly these users connect. 0 or -errno with err.
+ */
+int socket_user_parse(const char *text, struct api_local_user *ret, struct error *err);
+int socket_acl_set(const char *path, const struct api_local_user *users, size_t n,
+		   struct error *err);
 int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err);
 
 /*

@@ -54,14 +54,16 @@
 static const char usage_text[] =
     "usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]\n"
     "                 [--max-running N] [--pool N] [--pool-network N]\n"
-    "                 [--supervisor PATH] [--shim PATH]\n"
+    "                 [--socket-user UID=TENANT]... [--supervisor PATH] [--shim PATH]\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
     "\n"
-    "  --socket PATH      unix socket to serve, mode 0660 (default " DAEMON_SOCKET_DEFAULT ")\n"
-    "  --state-dir DIR    the database, task files and token (default " DAEMON_STATE_DIR_DEFAULT
-    ")\n"
+    "  --socket PATH      unix socket to serve, root's alone and --socket-user's\n"
+    "                     (default " DAEMON_SOCKET_DEFAULT "); root is an admin there\n"
+    "  --socket-user UID=TENANT  let the local user UID (a number or a name)\n"
+    "                     connect, as a member of TENANT; repeat (at most 64)\n"
+    "  --state-dir DIR    the database and task files (default " DAEMON_STATE_DIR_DEFAULT ")\n"
     "  --listen ADDR:PORT also serve TCP; every request then needs\n"
-    "                     'Authorization: Bearer <token>' (see --print-token)\n"
+    "                     'Authorization: Bearer <key>' (agentbox key create)\n"
     "  --max-running N    tasks running at once; the rest wait, first in first out\n"
     "                     (default 16)\n"
     "  --max-queued N     tasks waiting at once (default 10000); more: 503\n"
@@ -89,7 +91,8 @@ static const char usage_text[] =
     "                     certificates from (default: the host's trusted CAs)\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
-    "  --print-token      print the TCP token (made at first start) and exit\n"
+    "  --print-token      make a new admin key of the default tenant, print it\n"
+    "                     (shown this once: the store keeps its hash) and exit\n"
     "\n"
     "exit status: 0 after SIGTERM or SIGINT, 1 when it cannot start, 2 usage error\n";
 
@@ -127,25 +130,6 @@ static void default_helper(const char *name, const char *build_dir, char *buf, s
 		snprintf(buf, size, "%s/../%s/%s", dir, build_dir, name);
 }
 
-/* The TCP token: 32 random bytes as hex, made once, kept 0600 in the state dir. */
-static int load_token(const char *state_dir, bool create, char token[65])
-{
-	char path[4200];
-	if (layout_state_file(path, sizeof(path), state_dir, LAYOUT_TOKEN) < 0)
-		return -ENAMETOOLONG;
-	ssize_t n = read_file_at(AT_FDCWD, path, token, 65);
-	if (n == 64)
-		return 0;
-	if (!create)
-		return n < 0 ? (int)n : -EINVAL;
-	unsigned char rnd[32];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -EIO;
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(token + 2 * i, 3, "%02x", rnd[i]);
-	return create_file_at(AT_FDCWD, path, token, 0600);
-}
-
 /* What main() starts, to stop it again. */
 struct run {
 	int state_lock; /* held for our life: one daemon per state dir */
@@ -181,6 +165,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"resolver", required_argument, NULL, 'R'},
 	    {"egress-cacert", required_argument, NULL, 'A'},
 	    {"print-token", no_argument, NULL, 'p'},
+	    {"socket-user", required_argument, NULL, 'U'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -223,6 +208,21 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 		case 'p':
 			*print_token = true;
 			break;
+		case 'U': {
+			struct error err = {0};
+			if (d->cfg.nlocal_users == DAEMON_SOCKET_USERS_MAX) {
+				fprintf(stderr, "agentboxd: --socket-user: at most %d\n",
+					DAEMON_SOCKET_USERS_MAX);
+				return 2;
+			}
+			if (socket_user_parse(optarg, &d->cfg.local_users[d->cfg.nlocal_users],
+					      &err) < 0) {
+				fprintf(stderr, "agentboxd: %s\n", err.msg);
+				return 2;
+			}
+			d->cfg.nlocal_users++;
+			break;
+		}
 		case 'M':
 		case 'D':
 			if (parse_u64(optarg, &v) < 0 || v < 1 || v > (SPEC_MEMORY_MAX >> 20)) {
@@ -492,9 +492,8 @@ static int open_state(struct daemon *d, struct run *run, struct error *err)
 	if ((r = store_pool_init(&d->pool, d->db_path, err)) < 0 ||
 	    (r = store_open_sqlite(d->db_path, &run->sched_store, err)) < 0)
 		return r;
-	if (d->cfg.listen && load_token(d->cfg.state_dir, true, d->token) < 0)
-		return error_set(err, EIO, "cannot create the token in %s", d->cfg.state_dir);
-	return 0;
+	/* an older state directory's token stays good, as the legacy admin key */
+	return daemon_adopt_token(d->cfg.state_dir, run->sched_store, err);
 }
 
 static void *sched_main(void *arg)
@@ -618,15 +617,18 @@ static int start_listeners(struct daemon *d, struct run *run, struct error *err)
 	int r = stat(d->cfg.socket_path, &run->sock_st) < 0
 		    ? error_set_errno(err, errno, "%s", d->cfg.socket_path)
 		    : 0;
+	if (r == 0)
+		r = socket_acl_set(d->cfg.socket_path, d->cfg.local_users, d->cfg.nlocal_users,
+				   err);
 	if (r == 0 && tfd >= 0)
-		r = server_start(d, tfd, d->token, &run->tcp_l, err);
+		r = server_start(d, tfd, &run->tcp_l, err);
 	else if (tfd >= 0)
 		close(tfd);
 	if (r < 0) {
 		close(ufd);
 		return r;
 	}
-	return server_start(d, ufd, NULL, &run->unix_l, err);
+	return server_start(d, ufd, &run->unix_l, err);
 }
 
 /* Stop serving; what runs under supervisors and shims goes on. */
@@ -679,12 +681,8 @@ int main(int argc, char **argv)
 	if (status >= 0)
 		return status;
 	if (print_token) {
-		int r = load_token(d.cfg.state_dir, false, d.token);
-		if (r < 0)
-			return fail("no token in %s (start agentboxd with --listen once): %s",
-				    d.cfg.state_dir, strerror(-r));
-		puts(d.token);
-		return 0;
+		struct error err = {0};
+		return daemon_print_key(d.cfg.state_dir, &err) < 0 ? fail("%s", err.msg) : 0;
 	}
 	if ((status = check_host(&d)) != 0)
 		return status;

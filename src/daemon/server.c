@@ -37,7 +37,7 @@
 
 struct listener {
 	struct daemon *d;
-	const char *token;
+	bool tcp; /* every request needs a key; else the peer's uid decides (api/auth.c) */
 	struct MHD_Daemon *mhd;
 };
 
@@ -389,11 +389,26 @@ static void release_store(struct api_ctx *ctx)
 	ctx->store = NULL;
 }
 
-static void make_ctx(struct listener *l, struct api_ctx *ctx)
+/* The uid of a unix socket's peer (SO_PEERCRED), or -1. */
+static long peer_uid(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *info =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (!info || getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -1;
+	return (long)cred.uid;
+}
+
+static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ctx *ctx)
 {
 	*ctx = (struct api_ctx){
 	    .state_dir = l->d->cfg.state_dir,
-	    .token = l->token,
+	    .tcp = l->tcp,
+	    .peer_uid = l->tcp ? -1 : peer_uid(c),
+	    .local_users = l->d->cfg.local_users,
+	    .nlocal_users = l->d->cfg.nlocal_users,
 	    .now_ms = wall_clock_ms,
 	    .host = &l->d->cfg.host,
 	    .store_release = release_store,
@@ -421,16 +436,24 @@ static bool refuse_early(struct listener *l, struct MHD_Connection *c, const cha
 	if (fault) {
 		if (api_error_response(&resp, API_ERR_INVALID_FIELD, "headers", "%s", fault) < 0)
 			resp.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-	} else if (l->token) {
+	} else if (!api_route_is_public(url)) {
 		struct query_buf q = {.len = 0};
 		struct api_request req;
 		struct api_ctx ctx;
+		struct api_principal who;
+		struct api_error e = {0};
 		read_request(c, url, method, &q, &req);
-		make_ctx(l, &ctx);
-		if (api_request_is_authorized(&ctx, &req))
+		make_ctx(l, c, &ctx);
+		ctx.store = store_pool_get(&l->d->pool);
+		int r = api_authenticate(&ctx, &req, wall_clock_ms(), &who, &e);
+		if (r == 0) {
+			store_pool_put(&l->d->pool, ctx.store);
 			return false;
-		/* the API's own answer: no store is needed to refuse */
+		}
+		/* the API's own answer, which authenticates again (a key's revocation
+		 * meanwhile changes nothing: it is refused either way) */
 		(void)api_handle(&ctx, &req, &resp);
+		store_pool_put(&l->d->pool, ctx.store);
 	} else {
 		return false;
 	}
@@ -452,7 +475,7 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 	if (!api_request_takes_raw_body(&req))
 		return MHD_YES; /* answered (404/405) once the body is in */
 	struct api_ctx ctx;
-	make_ctx(l, &ctx);
+	make_ctx(l, c, &ctx);
 	set_timeout(c, 0); /* the sandbox opens the file, and no response restarts the clock */
 	ctx.store = store_pool_get(&l->d->pool);
 	rs->upload = api_upload_begin(&ctx, &req);
@@ -551,7 +574,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	req.body = rs->body;
 	req.body_len = rs->len;
 	struct api_ctx ctx;
-	make_ctx(l, &ctx);
+	make_ctx(l, c, &ctx);
 	ctx.store = store_pool_get(&l->d->pool);
 	(void)api_handle(&ctx, &req, &resp);
 	release_store(&ctx); /* unless the handler gave it back already */
@@ -574,18 +597,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
-int server_start(struct daemon *d, int listen_fd, const char *token, struct listener **ret,
-		 struct error *err)
+int server_start(struct daemon *d, int listen_fd, struct listener **ret, struct error *err)
 {
 	struct listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return error_set(err, ENOMEM, "out of memory");
-	*l = (struct listener){.d = d, .token = token};
 	/* TCP: a per-address limit (0: none; a unix socket's peers have no address) */
 	struct sockaddr_storage ss = {0};
 	socklen_t len = sizeof(ss);
 	bool tcp = getsockname(listen_fd, (struct sockaddr *)&ss, &len) == 0 &&
 		   (ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+	*l = (struct listener){.d = d, .tcp = tcp};
 	l->mhd = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
 		MHD_USE_ERROR_LOG,

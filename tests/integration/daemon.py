@@ -39,6 +39,11 @@ class Daemon:
         self.prefix = []  # e.g. nsenter into a test's network namespace
         self.log = open(tmp_path / "agentboxd.log", "ab")
 
+    def admin_key(self):
+        """A new admin key of the default tenant (agentboxd --print-token), its text."""
+        return subprocess.run([AGENTBOXD, "--print-token", "--state-dir", str(self.state)],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
     def start(self):
         self.proc = subprocess.Popen([*self.prefix, AGENTBOXD, "--socket", self.socket,
                                       "--state-dir", str(self.state), *self.args],

@@ -37,6 +37,7 @@ def cli(fake, *args, timeout=30, env=None, socket=True):
     e = dict(os.environ)
     e.pop("AGENTBOX_HOST", None)
     e.pop("AGENTBOX_TOKEN", None)
+    e.pop("AGENTBOX_KEY", None)
     e.update(env or {})
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e)
 
@@ -570,7 +571,7 @@ def test_tcp_with_token(tmp_path):
         p = subprocess.run([AGENTBOX, "status", T1], capture_output=True, text=True, env=env,
                            timeout=30)
         assert p.returncode == 125
-        assert p.stderr == ("agentbox: status: AGENTBOX_TOKEN is not set: "
+        assert p.stderr == ("agentbox: status: AGENTBOX_KEY is not set: "
                             "this API needs a token (unauthorized)\n")
     finally:
         srv.shutdown()

@@ -40,6 +40,7 @@ def cli(sock, *args, timeout=60, input=None, text=True, env=None, cwd=None):
     e = dict(os.environ)
     e.pop("AGENTBOX_HOST", None)
     e.pop("AGENTBOX_TOKEN", None)
+    e.pop("AGENTBOX_KEY", None)
     e.update(env or {})
     return subprocess.run(argv, capture_output=True, text=text, timeout=timeout, input=input,
                           env=e, cwd=cwd)

@@ -301,20 +301,23 @@ def test_rejected_progress_lines_are_reported(daemon):
     assert t["progress_rejected"] == {"malformed": 2, "oversized": 1, "dropped": 0}
 
 
-def test_tcp_needs_the_bearer_token(tmp_path):
+def test_tcp_needs_a_key(tmp_path):
     import http.client
     import socket as socketlib
-    import subprocess
-    from daemon import AGENTBOXD
     with socketlib.socket() as s:  # a free port on loopback
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}").start()
+    # an older state directory: its token stays good, as the legacy admin key
+    d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}")
+    d.state.mkdir(parents=True, exist_ok=True)
+    old = "a" * 64
+    (d.state / "token").write_text(old)
+    (d.state / "token").chmod(0o600)
+    d.start()
     try:
-        token = subprocess.run([AGENTBOXD, "--print-token", "--state-dir", str(d.state)],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        assert len(token) == 64
-        assert oct(os.stat(d.state / "token").st_mode & 0o777) == "0o600"
+        key = d.admin_key()
+        assert key.startswith("abx_") and len(key) == 69
+        assert not (d.state / "token").exists()  # its hash is in the store, not its text
 
         def get(path, auth=None):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -326,9 +329,16 @@ def test_tcp_needs_the_bearer_token(tmp_path):
 
         assert get("/v1/tasks")[0] == 401
         assert get("/v1/tasks", "Bearer wrong")[0] == 401
-        status, body = get("/v1/tasks", f"Bearer {token}")
+        status, body = get("/v1/tasks", f"Bearer {key}")
         assert status == 200 and b'"tasks"' in body
-        assert d.request("GET", "/v1/tasks")[0] == 200  # the unix socket needs none
+        assert get("/v1/tasks", f"Bearer {old}")[0] == 200
+        assert get("/v1/tasks", f"Bearer {'b' * 64}")[0] == 401
+        assert d.request("GET", "/v1/tasks")[0] == 200  # root on the unix socket needs none
+        # no key is kept in clear: neither the key nor the old token is in the store
+        db = (d.state / "agentbox.db").read_bytes() + b"".join(
+            p.read_bytes() for p in d.state.glob("agentbox.db-*"))
+        assert key.encode() not in db and key.split("_")[2].encode() not in db
+        assert old.encode() not in db
     finally:
         d.stop()
 

@@ -53,7 +53,7 @@ def daemon(tmp_path):
     port = free_port()
     d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}").start()
     d.port = port
-    d.token = (d.state / "token").read_text().strip()
+    d.token = d.admin_key()
     yield d
     d.stop()
 

@@ -326,7 +326,7 @@ def test_soak(tmp_path, capsys):
     d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}", *DAEMON_OPTS)
     free_at_start, host_tasks_at_start = free_bytes(tmp_path), host_tasks()
     d.start()
-    d.port, d.token = port, (d.state / "token").read_text().strip()
+    d.port, d.token = port, d.admin_key()
     soak = attacks.Soak(d)
     monitor = client = None
     out = tmp_path / "client.json"

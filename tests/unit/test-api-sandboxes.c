@@ -853,7 +853,7 @@ static void test_route_walk(void **state)
 				 rep.r.body ? rep.r.body : "");
 		reply_free(&rep);
 	}
-	assert_int_equal(sandbox_routes, API_ROUTE_COUNT - API_ROUTE_SANDBOXES_LIST);
+	assert_int_equal(sandbox_routes, API_ROUTE_FILES_DELETE + 1 - API_ROUTE_SANDBOXES_LIST);
 }
 
 /* The checks before a handler, and what reaches the fleet. */
@@ -1006,7 +1006,8 @@ static void test_create(void **state)
 	json_decref(spec);
 
 	json_t *s = rep.json;
-	assert_int_equal(json_object_size(s), 10);
+	assert_int_equal(json_object_size(s), 11);
+	assert_string_equal(str(s, "tenant"), TENANT_DEFAULT);
 	assert_string_equal(str(json_object_get(s, "network"), "mode"), "none");
 	assert_string_equal(str(s, "id"), c->id);
 	assert_true(sandbox_id_is_valid(str(s, "id")));
@@ -1221,7 +1222,7 @@ static void list_ids(struct reply *rep, char *buf, size_t size)
 	assert_true(json_is_array(arr));
 	json_array_foreach(arr, i, s)
 	{
-		assert_int_equal(json_object_size(s), 10);
+		assert_int_equal(json_object_size(s), 11); /* tenant too */
 		len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "," : "", str(s, "id"));
 	}
 }

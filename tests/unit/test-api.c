@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "auth/key.h"
 
 #define NOW 1700000000123 /* 2023-11-14T22:13:20.123Z */
 
@@ -813,21 +814,53 @@ static void test_logs_cap(void **state)
 
 /* ---- auth -------------------------------------------------------------- */
 
+/* A key of tenant with role (expiring at expires_at; 0: never) in f's store: its text. */
+static void make_key(struct fx *f, const char *tenant, enum key_role role, int64_t expires_at,
+		     char text[AUTH_KEY_TEXT_MAX], char id[KEY_ID_SIZE])
+{
+	struct auth_key key;
+	struct error err = {0};
+	assert_int_equal(auth_key_new(text, &key, &err), 0);
+	struct key_record k = {.role = role, .created_at = NOW, .expires_at = expires_at};
+	snprintf(k.tenant, sizeof(k.tenant), "%s", tenant);
+	memcpy(k.id, key.id, sizeof(k.id));
+	memcpy(k.hash, key.hash, sizeof(k.hash));
+	assert_int_equal(store_key_insert(f->st, &k, &err), 0);
+	if (id)
+		memcpy(id, key.id, KEY_ID_SIZE);
+}
+
 static void test_auth(void **state)
 {
 	struct fx *f = *state;
-	f->ctx.token = "s3cret-token";
-	static const char *const wrong[] = {NULL,
-					    "",
-					    "Bearer",
-					    "Bearer ",
-					    "Bearer s3cret",
-					    "Bearer s3cret-token ",
-					    "Bearer s3cret-tokenX",
-					    "bearer s3cret-token",
-					    "Basic s3cret-token",
-					    "Bearer  s3cret-token",
-					    "s3cret-token"};
+	char admin[AUTH_KEY_TEXT_MAX], member[AUTH_KEY_TEXT_MAX], old[AUTH_KEY_TEXT_MAX];
+	char header[AUTH_KEY_TEXT_MAX + 16], bad[AUTH_KEY_TEXT_MAX + 16], id[KEY_ID_SIZE];
+	struct error err = {0};
+	assert_int_equal(store_tenant_insert(f->st, "team-a", NOW, NULL, &err), 0);
+	make_key(f, TENANT_DEFAULT, KEY_ROLE_ADMIN, 0, admin, NULL);
+	make_key(f, "team-a", KEY_ROLE_MEMBER, 0, member, id);
+	make_key(f, "team-a", KEY_ROLE_MEMBER, NOW - 1, old, NULL); /* expired */
+	f->ctx.tcp = true;
+	/* the admin key with its secret's last character changed */
+	snprintf(bad, sizeof(bad), "Bearer %s", admin);
+	bad[strlen(bad) - 1] = bad[strlen(bad) - 1] == 'a' ? 'b' : 'a';
+	char spaced[sizeof(header) + 1], trailing[sizeof(header) + 1], basic[sizeof(header)];
+	snprintf(spaced, sizeof(spaced), "Bearer  %s", admin);
+	snprintf(trailing, sizeof(trailing), "Bearer %s ", admin);
+	snprintf(basic, sizeof(basic), "Basic %s", admin);
+	char expired[sizeof(header)];
+	snprintf(expired, sizeof(expired), "Bearer %s", old);
+	const char *const wrong[] = {NULL,
+				     "",
+				     "Bearer",
+				     "Bearer ",
+				     bad,
+				     spaced,
+				     trailing,
+				     basic,
+				     admin,
+				     expired,
+				     "Bearer s3cret-token"};
 	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
 		f->auth = wrong[i];
 		struct reply rep = call(f, "GET", "/v1/tasks", NULL, NULL);
@@ -841,18 +874,135 @@ static void test_auth(void **state)
 		assert_int_equal(h.r.status, 200);
 		reply_free(&h);
 	}
-	f->auth = "Bearer s3cret-token";
+	snprintf(header, sizeof(header), "Bearer %s", admin);
+	f->auth = header;
 	struct reply rep = call(f, "GET", "/v1/tasks", NULL, NULL);
 	assert_int_equal(rep.r.status, 200);
 	assert_string_equal(rep.r.www_authenticate, "");
 	reply_free(&rep);
-	char id[TASK_ID_SIZE];
-	create(f, "{\"command\":[\"a\"]}", id);
 	expect_error(call(f, "GET", "/nope", NULL, NULL), 404, "not_found", NULL);
 
-	f->ctx.token = ""; /* an empty token lets nobody in */
-	f->auth = "Bearer ";
+	/* a member: its own tenant's, and no admin route */
+	snprintf(header, sizeof(header), "Bearer %s", member);
+	rep = call(f, "GET", "/v1/me", NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	assert_string_equal(json_string_value(json_object_get(rep.json, "tenant")), "team-a");
+	assert_string_equal(json_string_value(json_object_get(rep.json, "role")), "member");
+	assert_string_equal(json_string_value(json_object_get(rep.json, "key_id")), id);
+	reply_free(&rep);
+	expect_error(call(f, "GET", "/v1/tenants", NULL, NULL), 403, "forbidden", NULL);
+	expect_error(call(f, "POST", "/v1/keys", NULL, "{\"tenant\":\"team-a\"}"), 403, "forbidden",
+		     NULL);
+	/* revoked: refused at its next request */
+	assert_int_equal(store_key_revoke(f->st, id, NOW, &err), 0);
+	expect_error(call(f, "GET", "/v1/me", NULL, NULL), 401, "unauthorized", NULL);
+
+	/* an older state directory's token: the legacy admin key, by its hash */
+	struct key_record legacy = {.tenant = TENANT_DEFAULT,
+				    .role = KEY_ROLE_ADMIN,
+				    .created_at = NOW,
+				    .id = API_LEGACY_KEY_ID};
+	auth_token_hash("s3cret-token", legacy.hash);
+	assert_int_equal(store_key_insert(f->st, &legacy, &err), 0);
+	f->auth = "Bearer s3cret-token";
+	rep = call(f, "GET", "/v1/me", NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	assert_string_equal(json_string_value(json_object_get(rep.json, "role")), "admin");
+	reply_free(&rep);
+	f->auth = "Bearer s3cret-tokeN";
+	expect_error(call(f, "GET", "/v1/me", NULL, NULL), 401, "unauthorized", NULL);
+
+	/* the unix socket: root is an admin; a mapped user a member; anyone else no one */
+	f->ctx.tcp = false;
+	f->auth = NULL;
+	f->ctx.peer_uid = 0;
+	rep = call(f, "GET", "/v1/tenants", NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	reply_free(&rep);
+	f->ctx.peer_uid = 4321;
 	expect_error(call(f, "GET", "/v1/tasks", NULL, NULL), 401, "unauthorized", NULL);
+	struct api_local_user users[] = {{.uid = 4321, .tenant = "team-a"}};
+	f->ctx.local_users = users;
+	f->ctx.nlocal_users = 1;
+	rep = call(f, "GET", "/v1/me", NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	assert_string_equal(json_string_value(json_object_get(rep.json, "tenant")), "team-a");
+	assert_int_equal(json_integer_value(json_object_get(rep.json, "uid")), 4321);
+	reply_free(&rep);
+	expect_error(call(f, "DELETE", "/v1/tenants/team-a", NULL, NULL), 403, "forbidden", NULL);
+	f->ctx.peer_uid = 0;
+	f->ctx.local_users = NULL;
+	f->ctx.nlocal_users = 0;
+}
+
+/* A member sees its own tenant's tasks alone: another's answers as an unknown id does. */
+static void test_tenants_see_their_own(void **state)
+{
+	struct fx *f = *state;
+	char a[AUTH_KEY_TEXT_MAX], b[AUTH_KEY_TEXT_MAX], ha[AUTH_KEY_TEXT_MAX + 16],
+	    hb[AUTH_KEY_TEXT_MAX + 16];
+	struct error err = {0};
+	assert_int_equal(store_tenant_insert(f->st, "team-a", NOW, NULL, &err), 0);
+	assert_int_equal(store_tenant_insert(f->st, "team-b", NOW, NULL, &err), 0);
+	make_key(f, "team-a", KEY_ROLE_MEMBER, 0, a, NULL);
+	make_key(f, "team-b", KEY_ROLE_MEMBER, 0, b, NULL);
+	snprintf(ha, sizeof(ha), "Bearer %s", a);
+	snprintf(hb, sizeof(hb), "Bearer %s", b);
+	f->ctx.tcp = true;
+	f->auth = ha;
+	char id[TASK_ID_SIZE], unknown[TASK_ID_SIZE];
+	create(f, "{\"command\":[\"a\"]}", id);
+	assert_int_equal(task_id_new(unknown), 0);
+	struct reply rep = call(f, "GET", path_of(id, ""), NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	reply_free(&rep);
+
+	f->auth = hb;
+	static const char *const routes[][2] = {
+	    {"GET", ""}, {"POST", "/cancel"}, {"GET", "/events"}, {"GET", "/logs"}};
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		struct reply theirs = call(f, routes[i][0], path_of(id, routes[i][1]), NULL, NULL);
+		struct reply none =
+		    call(f, routes[i][0], path_of(unknown, routes[i][1]), NULL, NULL);
+		/* the same words, but for the id: no oracle */
+		const char *m1 = str(json_object_get(theirs.json, "error"), "message");
+		const char *m2 = str(json_object_get(none.json, "error"), "message");
+		assert_non_null(m1);
+		assert_non_null(m2);
+		char *x = strdup(m1), *y = strdup(m2);
+		char *p = strstr(x, id), *q = strstr(y, unknown);
+		if (p)
+			memset(p, '#', strlen(id));
+		if (q)
+			memset(q, '#', strlen(unknown));
+		assert_string_equal(x, y);
+		free(x);
+		free(y);
+		expect_error(theirs, 404, "not_found", NULL);
+		expect_error(none, 404, "not_found", NULL);
+	}
+	rep = call(f, "GET", "/v1/tasks", NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	assert_int_equal(json_array_size(json_object_get(rep.json, "tasks")), 0);
+	reply_free(&rep);
+	/* a member's ?tenant= changes nothing */
+	rep = call(f, "GET", "/v1/tasks", "tenant=team-a", NULL);
+	assert_int_equal(json_array_size(json_object_get(rep.json, "tasks")), 0);
+	reply_free(&rep);
+
+	/* an admin sees both, and may ask for one tenant's */
+	f->ctx.tcp = false;
+	f->auth = NULL;
+	rep = call(f, "GET", "/v1/tasks", NULL, NULL);
+	assert_int_equal(json_array_size(json_object_get(rep.json, "tasks")), 1);
+	reply_free(&rep);
+	rep = call(f, "GET", "/v1/tasks", "tenant=team-b", NULL);
+	assert_int_equal(json_array_size(json_object_get(rep.json, "tasks")), 0);
+	reply_free(&rep);
+	rep = call(f, "GET", path_of(id, ""), NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	assert_string_equal(json_string_value(json_object_get(rep.json, "tenant")), "team-a");
+	reply_free(&rep);
 }
 
 /* ---- streams ----------------------------------------------------------- */
@@ -909,10 +1059,11 @@ static void test_streams(void **state)
 	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), -EINVAL);
 	assert_int_equal(err.status, 400);
 	api_response_release(&err);
-	f->ctx.token = "t";
+	f->ctx.tcp = true; /* and no key */
 	req.query = NULL;
 	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), -EINVAL);
 	assert_int_equal(err.status, 401);
+	f->ctx.tcp = false;
 	api_response_release(&err);
 
 	struct task_event ev = {.seq = 3,
@@ -951,6 +1102,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_logs_cap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_auth, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tenants_see_their_own, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_streams, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

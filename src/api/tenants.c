@@ -1,0 +1,293 @@
+/*
+ * tenants.c - tenants and their API keys (admin routes), and /v1/me.
+ *
+ *	GET    /v1/tenants              every tenant, by name
+ *	POST   /v1/tenants              {"name"} -> 201 the tenant; 409 if taken
+ *	GET    /v1/tenants/{name}       one
+ *	DELETE /v1/tenants/{name}       409 while it has a key not revoked, or a
+ *	                                task or sandbox that has not ended; the
+ *	                                default tenant stays
+ *	GET    /v1/keys[?tenant=T]      keys (never their secrets), oldest first
+ *	POST   /v1/keys                 {"tenant", "role", "expires_in_s", "label"}
+ *	                                -> 201 with "key", the one time it is shown
+ *	DELETE /v1/keys/{id}            revoke: 401 at the key's next request
+ *	GET    /v1/me                   who asks: tenant, role, key id
+ *
+ * The router lets only admins reach the first seven (API_ROUTE_ADMIN).
+ */
+#include "api/api-internal.h"
+
+#include "api/json-util.h"
+#include "api/task-request-internal.h"
+#include "auth/key.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static void put_tenant(struct buf *b, const struct tenant_record *t)
+{
+	buf_puts(b, "{\"name\":");
+	json_put_str(b, t->name, strlen(t->name));
+	buf_printf(b, ",\"created_at\":%lld}", (long long)t->created_at);
+}
+
+static int each_tenant(const struct tenant_record *t, void *data)
+{
+	struct buf *b = data;
+	if (b->len && b->data[b->len - 1] == '}')
+		buf_puts(b, ",");
+	put_tenant(b, t);
+	return 0;
+}
+
+int api_tenants_list(struct api_call *c)
+{
+	struct buf b = {0};
+	struct error err = {0};
+	buf_puts(&b, "{\"tenants\":[");
+	int r = store_tenant_list(c->ctx->store, each_tenant, &b, &err);
+	if (r < 0) {
+		buf_release(&b);
+		return api_error_internal(c->err, -r, err.msg);
+	}
+	buf_puts(&b, "]}");
+	return api_respond(c, 200, API_JSON, &b);
+}
+
+static const char *const tenant_fields[] = {"name", NULL};
+
+int api_tenants_create(struct api_call *c)
+{
+	int r;
+	json_t *root = task_request_load(c->req->body, c->req->body_len, c->err, &r);
+	if (!root)
+		return r;
+	const char *name = json_string_value(json_object_get(root, "name"));
+	if ((r = task_request_check_unknown(root, "", tenant_fields, c->err)) == 0 && !name)
+		r = api_error_set(c->err,
+				  json_object_get(root, "name") ? API_ERR_INVALID_FIELD
+								: API_ERR_MISSING_FIELD,
+				  "name", "name is the tenant's name, a string");
+	if (r == 0 && !tenant_name_is_valid(name))
+		r = api_error_set(c->err, API_ERR_INVALID_FIELD, "name",
+				  "a tenant's name is 1 to %d of a-z, 0-9 and '-', starting with "
+				  "a letter or digit and not ending with '-'",
+				  TENANT_NAME_MAX);
+	struct error err = {0};
+	if (r == 0 && (r = store_tenant_insert(c->ctx->store, name, c->now, NULL, &err)) < 0)
+		r = r == -EEXIST ? api_error_set(c->err, API_ERR_CONFLICT, "name",
+						 "there is a tenant '%s' already", name)
+				 : api_error_internal(c->err, -r, err.msg);
+	struct tenant_record t = {0};
+	if (r == 0 && (r = store_tenant_get(c->ctx->store, name, &t, &err)) < 0)
+		r = api_error_internal(c->err, -r, err.msg);
+	json_decref(root);
+	if (r < 0)
+		return r;
+	struct buf b = {0};
+	put_tenant(&b, &t);
+	tenant_record_release(&t);
+	return api_respond(c, 201, API_JSON, &b);
+}
+
+int api_tenant_get(struct api_call *c)
+{
+	struct tenant_record t;
+	struct error err = {0};
+	int r = store_tenant_get(c->ctx->store, c->name, &t, &err);
+	if (r == -ENOENT)
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no tenant %s", c->name);
+	if (r < 0)
+		return api_error_internal(c->err, -r, err.msg);
+	struct buf b = {0};
+	put_tenant(&b, &t);
+	tenant_record_release(&t);
+	return api_respond(c, 200, API_JSON, &b);
+}
+
+int api_tenant_delete(struct api_call *c)
+{
+	struct error err = {0};
+	int r = store_tenant_delete(c->ctx->store, c->name, &err);
+	if (r == -ENOENT)
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no tenant %s", c->name);
+	if (r == -EPERM)
+		return api_error_set(c->err, API_ERR_CONFLICT, NULL,
+				     "the tenant %s is root's and every older row's: it stays",
+				     TENANT_DEFAULT);
+	if (r == -EBUSY)
+		return api_error_set(c->err, API_ERR_CONFLICT, NULL,
+				     "the tenant %s has a key not revoked, or a task or sandbox "
+				     "that has not ended",
+				     c->name);
+	if (r < 0)
+		return api_error_internal(c->err, -r, err.msg);
+	struct buf b = {0};
+	buf_puts(&b, "{\"name\":");
+	json_put_str(&b, c->name, strlen(c->name));
+	buf_puts(&b, ",\"deleted\":true}");
+	return api_respond(c, 200, API_JSON, &b);
+}
+
+/* ---- keys ---------------------------------------------------------------- */
+
+static void put_time_or_null(struct buf *b, const char *name, int64_t t)
+{
+	if (t)
+		buf_printf(b, ",\"%s\":%lld", name, (long long)t);
+	else
+		buf_printf(b, ",\"%s\":null", name);
+}
+
+static void put_key(struct buf *b, const struct key_record *k, const char *text)
+{
+	buf_puts(b, "{\"id\":");
+	json_put_str(b, k->id, strlen(k->id));
+	if (text) {
+		buf_puts(b, ",\"key\":");
+		json_put_str(b, text, strlen(text));
+	}
+	buf_puts(b, ",\"tenant\":");
+	json_put_str(b, k->tenant, strlen(k->tenant));
+	buf_printf(b, ",\"role\":\"%s\",\"created_at\":%lld", key_role_name(k->role),
+		   (long long)k->created_at);
+	put_time_or_null(b, "expires_at", k->expires_at);
+	put_time_or_null(b, "revoked_at", k->revoked_at);
+	buf_puts(b, ",\"label\":");
+	json_put_str_or_null(b, k->label);
+	buf_puts(b, "}");
+}
+
+static int each_key(const struct key_record *k, void *data)
+{
+	struct buf *b = data;
+	if (b->len && b->data[b->len - 1] == '}')
+		buf_puts(b, ",");
+	put_key(b, k, NULL);
+	return 0;
+}
+
+int api_keys_list(struct api_call *c)
+{
+	const char *tenant = api_query_get(c->query, "tenant");
+	if (tenant && !tenant_name_is_valid(tenant))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "tenant",
+				     "not a tenant's name");
+	struct buf b = {0};
+	struct error err = {0};
+	buf_puts(&b, "{\"keys\":[");
+	int r = store_key_list(c->ctx->store, tenant, each_key, &b, &err);
+	if (r < 0) {
+		buf_release(&b);
+		return api_error_internal(c->err, -r, err.msg);
+	}
+	buf_puts(&b, "]}");
+	return api_respond(c, 200, API_JSON, &b);
+}
+
+static const char *const key_fields[] = {"tenant", "role", "expires_in_s", "label", NULL};
+
+/* The request's fields into k (id and hash apart). 0 or -EINVAL with c->err. */
+static int key_request(struct api_call *c, json_t *root, struct key_record *k)
+{
+	int r = task_request_check_unknown(root, "", key_fields, c->err);
+	if (r < 0)
+		return r;
+	json_t *tenant = json_object_get(root, "tenant"), *role = json_object_get(root, "role");
+	json_t *expires = json_object_get(root, "expires_in_s");
+	json_t *label = json_object_get(root, "label");
+	if (!tenant)
+		return api_error_set(c->err, API_ERR_MISSING_FIELD, "tenant",
+				     "tenant names the tenant the key acts for");
+	if (!tenant_name_is_valid(json_string_value(tenant)))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "tenant",
+				     "not a tenant's name");
+	snprintf(k->tenant, sizeof(k->tenant), "%s", json_string_value(tenant));
+	k->role = KEY_ROLE_MEMBER;
+	if (role &&
+	    (!json_is_string(role) || key_role_parse(json_string_value(role), &k->role) < 0))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "role",
+				     "role is \"member\" (its tenant's tasks and sandboxes) or "
+				     "\"admin\" (everything)");
+	if (expires) {
+		json_int_t s = json_integer_value(expires);
+		if (!json_is_integer(expires) || s < 1 || s > API_KEY_EXPIRES_MAX_S)
+			return api_error_set(c->err, API_ERR_INVALID_FIELD, "expires_in_s",
+					     "expires_in_s is 1 to %lld seconds (absent: never)",
+					     (long long)API_KEY_EXPIRES_MAX_S);
+		k->expires_at = c->now + (int64_t)s * 1000;
+	}
+	if (label && (!json_is_string(label) || json_string_length(label) > KEY_LABEL_MAX ||
+		      !utf8_is_valid(json_string_value(label), json_string_length(label)) ||
+		      memchr(json_string_value(label), '\0', json_string_length(label))))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "label",
+				     "label is text of at most %d bytes", KEY_LABEL_MAX);
+	k->label = label ? (char *)json_string_value(label) : NULL;
+	return 0;
+}
+
+int api_keys_create(struct api_call *c)
+{
+	int r;
+	json_t *root = task_request_load(c->req->body, c->req->body_len, c->err, &r);
+	if (!root)
+		return r;
+	struct key_record k = {.created_at = c->now};
+	char text[AUTH_KEY_TEXT_MAX];
+	struct auth_key key;
+	struct error err = {0};
+	r = key_request(c, root, &k);
+	if (r == 0 && auth_key_new(text, &key, &err) < 0)
+		r = api_error_internal(c->err, err.code, err.msg);
+	if (r == 0) {
+		memcpy(k.id, key.id, sizeof(k.id));
+		memcpy(k.hash, key.hash, sizeof(k.hash));
+		r = store_key_insert(c->ctx->store, &k, &err);
+		if (r == -ENOENT)
+			r = api_error_set(c->err, API_ERR_INVALID_FIELD, "tenant",
+					  "there is no tenant '%s'", k.tenant);
+		else if (r < 0)
+			r = api_error_internal(c->err, -r, err.msg);
+	}
+	struct buf b = {0};
+	if (r == 0)
+		put_key(&b, &k, text);
+	explicit_bzero(text, sizeof(text));
+	json_decref(root); /* k.label pointed into it */
+	if (r < 0)
+		return r;
+	int sent = api_respond(c, 201, API_JSON, &b);
+	return sent;
+}
+
+int api_key_revoke(struct api_call *c)
+{
+	struct error err = {0};
+	int r = store_key_revoke(c->ctx->store, c->name, c->now, &err);
+	if (r == -ENOENT)
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no key %s", c->name);
+	if (r < 0 && r != -ESTALE)
+		return api_error_internal(c->err, -r, err.msg);
+	struct key_record k;
+	if ((r = store_key_get(c->ctx->store, c->name, &k, &err)) < 0)
+		return api_error_internal(c->err, -r, err.msg);
+	struct buf b = {0};
+	put_key(&b, &k, NULL);
+	key_record_release(&k);
+	return api_respond(c, 200, API_JSON, &b);
+}
+
+int api_me(struct api_call *c)
+{
+	struct buf b = {0};
+	buf_puts(&b, "{\"tenant\":");
+	json_put_str(&b, c->who.tenant, strlen(c->who.tenant));
+	buf_printf(&b, ",\"role\":\"%s\",\"key_id\":", key_role_name(c->who.role));
+	json_put_str_or_null(&b, c->who.key_id[0] ? c->who.key_id : NULL);
+	if (c->who.uid >= 0)
+		buf_printf(&b, ",\"uid\":%ld}", c->who.uid);
+	else
+		buf_puts(&b, ",\"uid\":null}");
+	return api_respond(c, 200, API_JSON, &b);
+}
