@@ -79,6 +79,7 @@ struct daemon_config {
 	const char *socket_path;
 	const char *state_dir;
 	const char *listen; /* "ADDR:PORT" or NULL */
+	bool insecure_listen; /* --insecure-listen: a non-loopback --listen without TLS */
 	const char *supervisor_path;
 	const char *shim_path;
 	unsigned max_running;
@@ -179,6 +180,9 @@ void daemon_wake(struct daemon *d);
 
 /* Listening sockets (listen.c): the fd, or -errno with err. */
 int listen_unix(const char *path, struct error *err);
-int listen_tcp(const char *spec, struct error *err); /* "ADDR:PORT", "[ADDR6]:PORT" */
+/* "ADDR:PORT", "[ADDR6]:PORT": a loopback address, or with insecure any (-EPERM). */
+int listen_tcp(const char *spec, bool insecure, struct error *err);
+/* What listen_tcp() would refuse of spec, without a socket: for the options. */
+int listen_tcp_check(const char *spec, bool insecure, struct error *err);
 
 #endif

@@ -51,7 +51,9 @@ int listen_unix(const char *path, struct error *err)
 	return fd;
 }
 
-int listen_tcp(const char *spec, struct error *err)
+/* spec's address into *ss and *ret_len, checked as listen_tcp() says. 0 or -errno with err. */
+static int parse_listen(const char *spec, bool insecure, struct sockaddr_storage *ret,
+			socklen_t *ret_len, struct error *err)
 {
 	char host[256];
 	const char *colon = strrchr(spec, ':');
@@ -79,6 +81,36 @@ int listen_tcp(const char *spec, struct error *err)
 		in4->sin_port = htons((uint16_t)port);
 		len = sizeof(*in4);
 	}
+	/* a key sent over a network in clear is a key given away: loopback only, unless told */
+	bool loopback = ss.ss_family == AF_INET ? (ntohl(in4->sin_addr.s_addr) >> 24) == 127
+						: IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+	if (!loopback && !insecure)
+		return error_set(
+		    err, EPERM,
+		    "--listen %s: not a loopback address, and agentboxd serves no TLS: "
+		    "every API key would cross the network in clear. Serve loopback "
+		    "behind a TLS proxy, or pass --insecure-listen for a network you "
+		    "trust",
+		    spec);
+	*ret = ss;
+	*ret_len = len;
+	return 0;
+}
+
+int listen_tcp_check(const char *spec, bool insecure, struct error *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	return parse_listen(spec, insecure, &ss, &len, err);
+}
+
+int listen_tcp(const char *spec, bool insecure, struct error *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int r = parse_listen(spec, insecure, &ss, &len, err);
+	if (r < 0)
+		return r;
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int one = 1;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||

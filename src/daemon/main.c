@@ -63,7 +63,9 @@ static const char usage_text[] =
     "                     connect, as a member of TENANT; repeat (at most 64)\n"
     "  --state-dir DIR    the database and task files (default " DAEMON_STATE_DIR_DEFAULT ")\n"
     "  --listen ADDR:PORT also serve TCP; every request then needs\n"
-    "                     'Authorization: Bearer <key>' (agentbox key create)\n"
+    "                     'Authorization: Bearer <key>' (agentbox key create);\n"
+    "                     a loopback address (no TLS yet), unless\n"
+    "  --insecure-listen  lets --listen take any address: keys go in clear\n"
     "  --max-running N    tasks running at once; the rest wait, first in first out\n"
     "                     (default 16)\n"
     "  --max-queued N     tasks waiting at once (default 10000); more: 503\n"
@@ -166,6 +168,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"egress-cacert", required_argument, NULL, 'A'},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
+	    {"insecure-listen", no_argument, NULL, 'i'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -207,6 +210,9 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			break;
 		case 'p':
 			*print_token = true;
+			break;
+		case 'i':
+			d->cfg.insecure_listen = true;
 			break;
 		case 'U': {
 			struct error err = {0};
@@ -358,6 +364,9 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	}
 	if (d->cfg.state_dir[0] != '/')
 		return fprintf(stderr, "agentboxd: --state-dir must be absolute\n"), 2;
+	struct error err = {0};
+	if (d->cfg.listen && listen_tcp_check(d->cfg.listen, d->cfg.insecure_listen, &err) < 0)
+		return fprintf(stderr, "agentboxd: %s\n", err.msg), 2;
 	return -1;
 }
 
@@ -605,7 +614,7 @@ static int start_listeners(struct daemon *d, struct run *run, struct error *err)
 {
 	/* both sockets listen before either is served: once the unix socket
 	 * answers, a TCP client is never refused for having come too early */
-	int tfd = d->cfg.listen ? listen_tcp(d->cfg.listen, err) : -1;
+	int tfd = d->cfg.listen ? listen_tcp(d->cfg.listen, d->cfg.insecure_listen, err) : -1;
 	if (d->cfg.listen && tfd < 0)
 		return tfd;
 	int ufd = listen_unix(d->cfg.socket_path, err);

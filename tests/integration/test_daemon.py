@@ -6,6 +6,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -341,6 +342,19 @@ def test_tcp_needs_a_key(tmp_path):
         assert old.encode() not in db
     finally:
         d.stop()
+
+
+def test_a_non_loopback_listen_needs_insecure_listen(tmp_path):
+    """No TLS yet: keys must not cross a network in clear unless the operator says so.
+    The address is refused before any socket is made: nothing is bound or sent."""
+    from daemon import AGENTBOXD
+    for spec in ("192.0.2.1:8080", "[2001:db8::1]:8080", "0.0.0.0:8080"):
+        p = subprocess.run([AGENTBOXD, "--state-dir", str(tmp_path / "s"), "--socket",
+                            str(tmp_path / "sock"), "--listen", spec],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, (spec, p)
+        assert "--insecure-listen" in p.stderr and "in clear" in p.stderr, p.stderr
+    assert not (tmp_path / "s").exists() and not (tmp_path / "sock").exists()
 
 
 def test_a_progress_flood_neither_stops_the_timeout_nor_the_scheduler(daemon):

@@ -39,7 +39,8 @@ def world(tmp_path_factory):
 
 @pytest.fixture
 def daemon(world, tmp_path):
-    d = Daemon(tmp_path, "--pool", "2", "--listen", f"198.51.100.2:{DAEMON_PORT}",
+    d = Daemon(tmp_path, "--pool", "2", "--insecure-listen", "--listen",
+               f"198.51.100.2:{DAEMON_PORT}",
                "--resolver", "198.51.100.1")
     d.prefix = world.netns(world.host)
     d.start()
@@ -273,8 +274,8 @@ ALLOW = [f"site{i}.test" for i in range(1, 31)] + ["rebind.test", "mixed.test", 
 
 @pytest.fixture
 def allow_daemon(world, tmp_path):
-    d = Daemon(tmp_path, "--pool", "2", "--resolver", "198.51.100.1", "--listen",
-               f"198.51.100.2:{DAEMON_PORT}")
+    d = Daemon(tmp_path, "--pool", "2", "--resolver", "198.51.100.1", "--insecure-listen",
+               "--listen", f"198.51.100.2:{DAEMON_PORT}")
     d.prefix = world.netns(world.host)
     d.start()
     yield d

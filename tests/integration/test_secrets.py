@@ -83,7 +83,8 @@ def world(tmp_path_factory):
 
 @pytest.fixture
 def daemon(world, tmp_path):
-    d = Daemon(tmp_path, "--pool", "1", "--listen", f"198.51.100.2:{DAEMON_PORT}",
+    d = Daemon(tmp_path, "--pool", "1", "--insecure-listen", "--listen",
+               f"198.51.100.2:{DAEMON_PORT}",
                "--resolver", "198.51.100.1", "--egress-cacert", str(world.dir / "cert.pem"))
     d.prefix = world.netns(world.host)
     d.start()
