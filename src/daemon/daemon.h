@@ -78,7 +78,7 @@
 struct daemon_config {
 	const char *socket_path;
 	const char *state_dir;
-	const char *listen; /* "ADDR:PORT" or NULL */
+	const char *listen;   /* "ADDR:PORT" or NULL */
 	bool insecure_listen; /* --insecure-listen: a non-loopback --listen without TLS */
 	const char *supervisor_path;
 	const char *shim_path;
