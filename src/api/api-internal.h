@@ -88,9 +88,10 @@ int api_me(struct api_call *c);
 bool api_may_see(const struct api_call *c, const char *tenant);
 /*
  * The route's {id} (a task, or with sandbox a sandbox): 0 when the caller
- * may see it or it does not exist (the handler answers that as ever);
- * else 404 exactly as for an unknown id. api_prepare() calls it for every
- * route with an id, so every route, its streams included, keeps the rule.
+ * may see it (an admin: always); for a member, 404 "no task ID" for
+ * another tenant's, an unknown one or a pooled sandbox alike, before any
+ * of the request is checked. api_prepare() calls it for every route with
+ * an id, so every route, its streams included, keeps the rule.
  */
 int api_check_owner(struct api_call *c, bool sandbox);
 int api_list_tenant(const struct api_call *c, const char **ret);

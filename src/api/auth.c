@@ -113,6 +113,9 @@ int api_check_owner(struct api_call *c, bool sandbox)
 		struct sandbox_record s = {0};
 		r = store_sandbox_get(c->ctx->store, c->id, &s, &err);
 		snprintf(tenant, sizeof(tenant), "%s", s.tenant);
+		/* the pool's are nobody's until claimed: a claim may give one away meanwhile */
+		if (r == 0 && s.status == SANDBOX_POOLED)
+			r = -ENOENT;
 		sandbox_record_release(&s);
 	} else {
 		struct task t = {0};
@@ -120,13 +123,15 @@ int api_check_owner(struct api_call *c, bool sandbox)
 		snprintf(tenant, sizeof(tenant), "%s", t.tenant);
 		task_release(&t);
 	}
-	if (r == -ENOENT)
-		return 0; /* the handler says so, as it always has */
-	if (r < 0)
+	if (r < 0 && r != -ENOENT)
 		return api_error_internal(c->err, -r, err.msg);
-	if (api_may_see(c, tenant))
+	if (r == 0 && api_may_see(c, tenant))
 		return 0;
-	/* exactly what an id that does not exist gets: no oracle */
+	/*
+	 * Another tenant's, or none: the same answer, before the handler looks
+	 * at the body or the query (which it would refuse differently), so
+	 * that nothing tells the two apart
+	 */
 	return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no %s %s",
 			     sandbox ? "sandbox" : "task", c->id);
 }

@@ -217,16 +217,16 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 		return api_error_set(c->err, API_ERR_METHOD_NOT_ALLOWED, NULL,
 				     "this route takes only %s", m->allow);
 	}
+	if (m->route->flags & ROUTE_ADMIN && c->who.role != KEY_ROLE_ADMIN)
+		return api_error_set(
+		    c->err, API_ERR_FORBIDDEN, NULL,
+		    "this route is an admin's; a member may see itself: GET /v1/me");
 	if (req->body_len > API_BODY_MAX && !(m->route->flags & API_ROUTE_RAW_BODY))
 		return api_error_set(c->err, API_ERR_BODY_TOO_LARGE, NULL,
 				     "the body is larger than %u bytes", API_BODY_MAX);
 	if ((m->route->flags & ROUTE_JSON_BODY) && !is_json_type(req->content_type))
 		return api_error_set(c->err, API_ERR_UNSUPPORTED_MEDIA_TYPE, NULL,
 				     "the body must be sent as Content-Type: application/json");
-	if (m->route->flags & ROUTE_ADMIN && c->who.role != KEY_ROLE_ADMIN)
-		return api_error_set(
-		    c->err, API_ERR_FORBIDDEN, NULL,
-		    "this route is an admin's; a member may see itself: GET /v1/me");
 	enum api_route_id id = m->route->id;
 	if (m->param && (id == API_ROUTE_TENANT_GET || id == API_ROUTE_TENANT_DELETE ||
 			 id == API_ROUTE_KEY_REVOKE)) {

@@ -77,7 +77,9 @@ int api_tenants_create(struct api_call *c)
 	struct error err = {0};
 	if (r == 0 && (r = store_tenant_insert(c->ctx->store, name, c->now, NULL, &err)) < 0)
 		r = r == -EEXIST ? api_error_set(c->err, API_ERR_CONFLICT, "name",
-						 "there is a tenant '%s' already", name)
+						 "there is, or was, a tenant '%s': a name is never "
+						 "given again",
+						 name)
 				 : api_error_internal(c->err, -r, err.msg);
 	struct tenant_record t = {0};
 	if (r == 0 && (r = store_tenant_get(c->ctx->store, name, &t, &err)) < 0)
@@ -109,7 +111,13 @@ int api_tenant_get(struct api_call *c)
 int api_tenant_delete(struct api_call *c)
 {
 	struct error err = {0};
-	int r = store_tenant_delete(c->ctx->store, c->name, &err);
+	for (size_t i = 0; i < c->ctx->nlocal_users; i++)
+		if (strcmp(c->ctx->local_users[i].tenant, c->name) == 0)
+			return api_error_set(c->err, API_ERR_CONFLICT, NULL,
+					     "the tenant %s is local user %u's (agentboxd "
+					     "--socket-user): it stays while agentboxd says so",
+					     c->name, (unsigned)c->ctx->local_users[i].uid);
+	int r = store_tenant_delete(c->ctx->store, c->name, c->now, &err);
 	if (r == -ENOENT)
 		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no tenant %s", c->name);
 	if (r == -EPERM)

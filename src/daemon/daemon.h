@@ -125,7 +125,7 @@ struct store *store_pool_get(struct store_pool *p);
 void store_pool_put(struct store_pool *p, struct store *st);
 void store_pool_release(struct store_pool *p);
 
-/* The HTTP side: one listener per socket (unix: no token; TCP: token). */
+/* The HTTP side: one listener per socket (unix: the peer's uid; TCP: a key). */
 struct listener;
 int server_start(struct daemon *d, int listen_fd, struct listener **ret, struct error *err);
 void server_stop(struct listener *l);
@@ -158,6 +158,8 @@ int daemon_print_key(const char *state_dir, struct error *err);
  * and exactly these users connect. 0 or -errno with err.
  */
 int socket_user_parse(const char *text, struct api_local_user *ret, struct error *err);
+/* Each --socket-user's tenant, made if it is not there (a deleted one: -EEXIST). */
+int daemon_socket_tenants(struct daemon *d, struct store *st, struct error *err);
 int socket_acl_set(const char *path, const struct api_local_user *users, size_t n,
 		   struct error *err);
 int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err);

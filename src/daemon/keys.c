@@ -26,9 +26,13 @@ int daemon_adopt_token(const char *state_dir, struct store *st, struct error *er
 		return 0;
 	if (n < 0)
 		return error_set_errno(err, (int)-n, "%s", path);
-	if (n == 0 || (size_t)n > TOKEN_TEXT_MAX)
-		return error_set(err, EINVAL, "%s is not an agentbox token", path);
 	token[strcspn(token, "\n")] = '\0';
+	/* an older agentboxd wrote 64 hex digits; anything else is kept as it is, unread */
+	size_t len = strlen(token);
+	if ((size_t)n >= sizeof(token) || len < 32 || strspn(token, "0123456789abcdef") != len)
+		return error_set(
+		    err, EINVAL,
+		    "%s is not an older agentboxd's token (64 hex digits): move it away", path);
 	struct key_record k = {.tenant = TENANT_DEFAULT,
 			       .role = KEY_ROLE_ADMIN,
 			       .created_at = wall_clock_ms(),
@@ -38,7 +42,18 @@ int daemon_adopt_token(const char *state_dir, struct store *st, struct error *er
 	auth_token_hash(token, k.hash);
 	explicit_bzero(token, sizeof(token));
 	int r = store_key_insert(st, &k, err);
-	if (r < 0 && r != -EEXIST)
+	if (r == -EEXIST) {
+		/* adopted before: the same token, or another's file put back */
+		struct key_record had = {0};
+		if ((r = store_key_get(st, API_LEGACY_KEY_ID, &had, err)) == 0 &&
+		    !auth_hash_equal(had.hash, k.hash))
+			r = error_set(err, EEXIST,
+				      "%s holds a token other than the one adopted as key %s: "
+				      "move it away",
+				      path, API_LEGACY_KEY_ID);
+		key_record_release(&had);
+	}
+	if (r < 0)
 		return r;
 	/* the store has its hash now: the token's text goes from the disk */
 	if (unlink(path) < 0)
@@ -59,18 +74,26 @@ int daemon_print_key(const char *state_dir, struct error *err)
 	struct auth_key key;
 	if (r == 0)
 		r = auth_key_new(text, &key, err);
+	char label[64];
+	snprintf(label, sizeof(label), "agentboxd --print-token at %lld",
+		 (long long)wall_clock_ms());
 	if (r == 0) {
 		struct key_record k = {.tenant = TENANT_DEFAULT,
 				       .role = KEY_ROLE_ADMIN,
 				       .created_at = wall_clock_ms(),
-				       .label = (char *)"agentboxd --print-token"};
+				       .label = label};
 		memcpy(k.id, key.id, sizeof(k.id));
 		memcpy(k.hash, key.hash, sizeof(k.hash));
 		r = store_key_insert(st, &k, err);
 	}
 	store_close(st);
-	if (r == 0)
+	if (r == 0) {
 		printf("%s\n", text);
+		fprintf(stderr,
+			"agentboxd: a new admin key %s of the tenant %s: shown this once; each "
+			"--print-token makes another (agentbox key ls, agentbox key revoke)\n",
+			key.id, TENANT_DEFAULT);
+	}
 	explicit_bzero(text, sizeof(text));
 	return r;
 }

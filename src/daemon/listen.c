@@ -1,7 +1,8 @@
 /*
- * listen.c - the daemon's listening sockets: a unix socket (mode 0660,
- * its directory made 0755; a leftover socket file of a crash is
- * replaced, a live daemon's is not) and a TCP address.
+ * listen.c - the daemon's listening sockets: a unix socket (root's, and
+ * --socket-user's through its ACL: users.c; its directory made 0755; a
+ * leftover socket file of a crash is replaced, a live daemon's is not)
+ * and a TCP address (loopback, unless --insecure-listen).
  */
 #include "daemon/daemon.h"
 
@@ -40,7 +41,7 @@ int listen_unix(const char *path, struct error *err)
 		return error_set(err, EADDRINUSE, "another agentboxd serves %s", path);
 	}
 	unlink(path);
-	mode_t old = umask(0117);
+	mode_t old = umask(0177); /* root's alone until its ACL lets --socket-user's in */
 	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
 	if (r < 0 || listen(fd, 128) < 0) {

@@ -221,11 +221,18 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 					DAEMON_SOCKET_USERS_MAX);
 				return 2;
 			}
-			if (socket_user_parse(optarg, &d->cfg.local_users[d->cfg.nlocal_users],
-					      &err) < 0) {
+			struct api_local_user *u = &d->cfg.local_users[d->cfg.nlocal_users];
+			if (socket_user_parse(optarg, u, &err) < 0) {
 				fprintf(stderr, "agentboxd: %s\n", err.msg);
 				return 2;
 			}
+			for (size_t i = 0; i < d->cfg.nlocal_users; i++)
+				if (d->cfg.local_users[i].uid == u->uid) {
+					fprintf(stderr,
+						"agentboxd: --socket-user: uid %u is named twice\n",
+						(unsigned)u->uid);
+					return 2;
+				}
 			d->cfg.nlocal_users++;
 			break;
 		}
@@ -502,7 +509,9 @@ static int open_state(struct daemon *d, struct run *run, struct error *err)
 	    (r = store_open_sqlite(d->db_path, &run->sched_store, err)) < 0)
 		return r;
 	/* an older state directory's token stays good, as the legacy admin key */
-	return daemon_adopt_token(d->cfg.state_dir, run->sched_store, err);
+	if ((r = daemon_adopt_token(d->cfg.state_dir, run->sched_store, err)) < 0)
+		return r;
+	return daemon_socket_tenants(d, run->sched_store, err);
 }
 
 static void *sched_main(void *arg)

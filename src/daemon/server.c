@@ -7,7 +7,8 @@
  *
  * Before any body (the first call of on_request(), once the header is
  * in): a request whose framing could be read two ways is refused (400),
- * and on TCP one that the API's auth refuses is answered 401 at once, so
+ * and one that the API's auth refuses (api_authenticate(): no key over
+ * TCP, an unknown local user on the unix socket) is answered 401 at once, so
  * neither gets "100 Continue" nor has its body read. The timeouts of
  * daemon.h are set per connection as a request moves on.
  */
@@ -605,8 +606,9 @@ int server_start(struct daemon *d, int listen_fd, struct listener **ret, struct 
 	/* TCP: a per-address limit (0: none; a unix socket's peers have no address) */
 	struct sockaddr_storage ss = {0};
 	socklen_t len = sizeof(ss);
-	bool tcp = getsockname(listen_fd, (struct sockaddr *)&ss, &len) == 0 &&
-		   (ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+	/* anything but a unix socket is TCP: keys are needed there (fail closed) */
+	bool tcp =
+	    getsockname(listen_fd, (struct sockaddr *)&ss, &len) != 0 || ss.ss_family != AF_UNIX;
 	*l = (struct listener){.d = d, .tcp = tcp};
 	l->mhd = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |

@@ -5,6 +5,7 @@
  */
 #include "daemon/daemon.h"
 
+#include "base/fileio.h"
 #include "base/parse.h"
 
 #include <errno.h>
@@ -42,6 +43,26 @@ int socket_user_parse(const char *text, struct api_local_user *ret, struct error
 				 eq + 1, TENANT_NAME_MAX);
 	*ret = (struct api_local_user){.uid = (uid_t)uid};
 	snprintf(ret->tenant, sizeof(ret->tenant), "%s", eq + 1);
+	return 0;
+}
+
+int daemon_socket_tenants(struct daemon *d, struct store *st, struct error *err)
+{
+	for (size_t i = 0; i < d->cfg.nlocal_users; i++) {
+		const char *name = d->cfg.local_users[i].tenant;
+		struct tenant_record t = {0};
+		int r = store_tenant_get(st, name, &t, err);
+		tenant_record_release(&t);
+		if (r == -ENOENT)
+			r = store_tenant_insert(st, name, wall_clock_ms(), NULL, err);
+		if (r == -EEXIST)
+			return error_set(err, EEXIST,
+					 "--socket-user: the tenant %s was deleted, and a name is "
+					 "never given again",
+					 name);
+		if (r < 0 && r != -EEXIST)
+			return r;
+	}
 	return 0;
 }
 

@@ -127,7 +127,7 @@ struct store_ops {
 			   uint32_t sandbox_statuses, struct store_tenant_uses *ret,
 			   struct error *err);
 	/* Delete a tenant's row (and nothing else); -ENOENT. */
-	int (*tenant_delete)(struct store *st, const char *name, struct error *err);
+	int (*tenant_delete)(struct store *st, const char *name, int64_t now, struct error *err);
 
 	/* Insert a key: every field of k but revoked_at; -EEXIST. */
 	int (*key_insert)(struct store *st, const struct key_record *k, struct error *err);

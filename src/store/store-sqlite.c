@@ -112,8 +112,10 @@ static const char *const stmt_sql[STMT_COUNT] = {
 	[S_RELEASE] = "RELEASE store_op",
 	[S_ROLLBACK_TO] = "ROLLBACK TO store_op",
 	[S_VERSION] = "PRAGMA user_version",
+	/* only for a tenant that exists: a deleted one's tasks would never run */
 	[S_INSERT_TASK] = "INSERT INTO tasks (id, status, max_attempts, retry_on, created_at, "
-			  "tenant) VALUES (?1, 'queued', ?2, ?3, ?4, ?5)",
+			  "tenant) SELECT ?1, 'queued', ?2, ?3, ?4, ?5 "
+			  "WHERE EXISTS (SELECT 1 FROM tenants WHERE name = ?5 AND deleted_at = 0)",
 	[S_INSERT_SPEC] = "INSERT INTO task_specs (task_pk, spec_json) VALUES (?1, ?2)",
 	[S_GET] = "SELECT " TASK_COLUMNS ", s.spec_json FROM tasks t "
 		  "JOIN task_specs s ON s.task_pk = t.pk WHERE t.id = ?1",
@@ -148,8 +150,18 @@ static const char *const stmt_sql[STMT_COUNT] = {
 				 "JOIN task_specs s ON s.task_pk = t.pk "
 				 "ORDER BY m.created_at, m.pk LIMIT ?11",
 	[S_LOCK] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.id = ?1",
-	[S_LOCK_QUEUED] = "SELECT " TASK_COLUMNS " FROM tasks t WHERE t.status = 'queued' "
-			  "ORDER BY t.created_at, t.pk LIMIT 1",
+	/*
+	 * The next queued task, fairly: of each tenant's oldest queued task,
+	 * that of the tenant with the fewest running, then the oldest. Every
+	 * queued task's tenant exists (insert checks, and a tenant goes only
+	 * with none); each step is an index seek, so the cost grows with the
+	 * tenants, not with the queue.
+	 */
+	[S_LOCK_QUEUED] = "SELECT " TASK_COLUMNS " FROM tenants n "
+			  "JOIN tasks t ON t.pk = (SELECT q.pk FROM tasks q WHERE q.tenant = n.name "
+			  "AND q.status = 'queued' ORDER BY q.created_at, q.pk LIMIT 1) "
+			  "ORDER BY (SELECT count(*) FROM tasks r WHERE r.tenant = n.name "
+			  "AND r.status = 'running'), t.created_at, t.pk LIMIT 1",
 	[S_COUNT] = "SELECT count(*) FROM tasks WHERE status = ?1",
 	[S_UPDATE] = "UPDATE tasks SET status = ?2, attempt = ?3, cancel_requested = ?4, "
 		     "exit_code = ?5, started_at = ?6, finished_at = ?7, error = ?8, "
@@ -159,7 +171,8 @@ static const char *const stmt_sql[STMT_COUNT] = {
 	[S_EVENTS] = "SELECT seq, attempt, type, time, data_json FROM events "
 		     "WHERE task_pk = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
 	[S_SBX_INSERT] = "INSERT INTO sandboxes (id, status, created_at, expires_at, metadata_json, "
-			 "tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+			 "tenant) SELECT ?1, ?2, ?3, ?4, ?5, ?6 "
+			 "WHERE EXISTS (SELECT 1 FROM tenants WHERE name = ?6 AND deleted_at = 0)",
 	[S_SBX_INSERT_SPEC] = "INSERT INTO sandbox_specs (sandbox_pk, spec_json) VALUES (?1, ?2)",
 	[S_SBX_UPDATE_SPEC] = "UPDATE sandbox_specs SET spec_json = ?2 WHERE sandbox_pk = ?1",
 	[S_SBX_GET] = "SELECT " SANDBOX_COLUMNS ", s.spec_json FROM sandboxes b "
@@ -195,16 +208,18 @@ static const char *const stmt_sql[STMT_COUNT] = {
 	[S_SBX_DELETE] = "DELETE FROM sandboxes WHERE pk = ?1",
 	[S_TENANT_INSERT] = "INSERT INTO tenants (name, created_at, quotas_json) "
 			    "VALUES (?1, ?2, ?3)",
-	[S_TENANT_GET] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE name = ?1",
-	[S_TENANT_LIST] = "SELECT " TENANT_COLUMNS " FROM tenants ORDER BY name",
-	[S_TENANT_SET_QUOTAS] = "UPDATE tenants SET quotas_json = ?2 WHERE name = ?1",
+	/* a deleted tenant's row stays, so that its name is never given again */
+	[S_TENANT_GET] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE name = ?1 AND deleted_at = 0",
+	[S_TENANT_LIST] = "SELECT " TENANT_COLUMNS " FROM tenants WHERE deleted_at = 0 ORDER BY name",
+	[S_TENANT_SET_QUOTAS] = "UPDATE tenants SET quotas_json = ?2 WHERE name = ?1 "
+				"AND deleted_at = 0",
 	/* what keeps a tenant: each a range of an index by tenant */
 	[S_TENANT_KEYS] = "SELECT count(*) FROM api_keys WHERE tenant = ?1 AND revoked_at = 0",
 	[S_TENANT_TASKS] = "SELECT count(*) FROM tasks WHERE tenant = ?1 AND status IN "
 			   "(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
 	[S_TENANT_SANDBOXES] = "SELECT count(*) FROM sandboxes WHERE tenant = ?1 AND status IN "
 			       "(?2, ?3, ?4, ?5)",
-	[S_TENANT_DELETE] = "DELETE FROM tenants WHERE name = ?1",
+	[S_TENANT_DELETE] = "UPDATE tenants SET deleted_at = ?2 WHERE name = ?1 AND deleted_at = 0",
 	[S_KEY_INSERT] = "INSERT INTO api_keys (id, tenant, role, hash, created_at, expires_at, "
 			 "label) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[S_KEY_GET] = "SELECT " KEY_COLUMNS " FROM api_keys WHERE id = ?1",
@@ -472,6 +487,8 @@ static int sq_insert(struct store *st, const struct task *t, struct error *err)
 			return error_set(err, EEXIST, "store: task %s exists", t->id);
 		if (rc != SQLITE_DONE)
 			return sqlite_error(s->db, rc, err, "inserting a task");
+		if (sqlite3_changes(s->db) == 0)
+			return error_set(err, ENOENT, "store: no tenant %s", t->tenant);
 	}
 	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_INSERT_SPEC];
 	sqlite3_bind_int64(q, 1, sqlite3_last_insert_rowid(s->db));
@@ -718,6 +735,8 @@ static int sq_sandbox_insert(struct store *st, const struct sandbox_record *sb, 
 			return error_set(err, EEXIST, "store: sandbox %s exists", sb->id);
 		if (rc != SQLITE_DONE)
 			return sqlite_error(s->db, rc, err, "inserting a sandbox");
+		if (sqlite3_changes(s->db) == 0)
+			return error_set(err, ENOENT, "store: no tenant %s", sb->tenant);
 	}
 	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_SBX_INSERT_SPEC];
 	sqlite3_bind_int64(q, 1, sqlite3_last_insert_rowid(s->db));
@@ -877,7 +896,9 @@ static int sq_tenant_insert(struct store *st, const struct tenant_record *t, str
 	sqlite3_bind_text(q, 3, t->quotas_json, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(q);
 	if (rc == SQLITE_CONSTRAINT_UNIQUE)
-		return error_set(err, EEXIST, "store: tenant %s exists", t->name);
+		return error_set(err, EEXIST,
+				 "store: tenant %s exists, or did: a name is never reused",
+				 t->name);
 	if (rc != SQLITE_DONE)
 		return sqlite_error(s->db, rc, err, "inserting a tenant");
 	return 0;
@@ -946,9 +967,18 @@ static int sq_tenant_set_quotas(struct store *st, const char *name, const char *
 			    "setting a tenant's quotas", err);
 }
 
-static int sq_tenant_delete(struct store *st, const char *name, struct error *err)
+static int sq_tenant_delete(struct store *st, const char *name, int64_t now, struct error *err)
 {
-	return tenant_write(to_sqlite(st), S_TENANT_DELETE, name, NULL, "deleting a tenant", err);
+	struct sqlite_store *s = to_sqlite(st);
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_TENANT_DELETE];
+	sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 2, now);
+	int r = step(s, q, err, "deleting a tenant");
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(s->db) != 1)
+		return error_set(err, ENOENT, "store: no tenant %s", name);
+	return 0;
 }
 
 /*

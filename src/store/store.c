@@ -606,6 +606,11 @@ int store_sandbox_claim(struct store *st, const char *id, const char *tenant, in
 	r = st->ops->sandbox_lock(st, id, &row, err);
 	if (r == 0)
 		r = sandbox_fence(&row, SBX(SANDBOX_POOLED), "pooled", err);
+	struct tenant_record owner = {0};
+	/* under the write lock: a tenant deleted meanwhile gets nothing */
+	if (r == 0 && (r = st->ops->tenant_get(st, tenant, &owner, err)) == -ENOENT)
+		r = error_set(err, ENOENT, "store: no tenant %s", tenant);
+	tenant_record_release(&owner);
 	if (r == 0)
 		r = sandbox_move(&row, SANDBOX_RUNNING, err);
 	if (r == 0) {
@@ -816,7 +821,7 @@ static uint32_t live_task_statuses(void)
 
 #define LIVE_SANDBOX_STATUSES (ALL_SANDBOX_STATUSES & ~SBX(SANDBOX_ENDED))
 
-int store_tenant_delete(struct store *st, const char *name, struct error *err)
+int store_tenant_delete(struct store *st, const char *name, int64_t now, struct error *err)
 {
 	if (!name)
 		return error_set(err, EINVAL, "store: no tenant name given");
@@ -843,7 +848,7 @@ int store_tenant_delete(struct store *st, const char *name, struct error *err)
 			      name, (unsigned long long)uses.keys, (unsigned long long)uses.tasks,
 			      (unsigned long long)uses.sandboxes);
 	if (r == 0)
-		r = st->ops->tenant_delete(st, name, err);
+		r = st->ops->tenant_delete(st, name, now, err);
 	return op_end(st, r, err);
 }
 

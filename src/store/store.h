@@ -72,9 +72,8 @@ void store_tx_rollback(struct store *st);
  * Insert a new task, status queued, attempt 0, progress "{}". The caller
  * fills id, tenant, max_attempts, retry_on, created_at and spec_json.
  * -EEXIST if the id is taken; -EINVAL for anything malformed, a tenant
- * that is not tenant_name_is_valid() (empty too) among them. The tenant
- * is not looked up in the tenants: the caller's key or socket user names
- * one that exists.
+ * that is not tenant_name_is_valid() (empty too) among them; -ENOENT for
+ * a tenant that does not exist (or was deleted), checked with the insert.
  */
 int store_task_insert(struct store *st, const struct task *t, struct error *err);
 
@@ -105,14 +104,16 @@ int store_task_list(struct store *st, const struct task_filter *f,
 		    int (*fn)(const struct task *t, void *data), void *data, struct error *err);
 
 /*
- * Take the oldest queued task, first in first out: it becomes running,
+ * Take the next queued task, fairly across tenants: of each tenant's
+ * oldest queued task, that of the tenant with the fewest running, then
+ * the oldest; first in first out within a tenant. It becomes running,
  * its attempt counter goes up by one, started_at is set on its first
  * attempt, and a status event is recorded. -ENOENT when none is queued.
  */
 int store_task_claim(struct store *st, int64_t now, struct task *ret, struct error *err);
 
 /*
- * store_task_claim(), if fits(the oldest queued task, with its spec,
+ * store_task_claim(), if fits(the next queued task, with its spec,
  * data) says it may start now; else nothing changes and -EAGAIN: the
  * task stays first in the queue.
  */
@@ -179,8 +180,8 @@ int store_events_list(struct store *st, const char *id, int64_t after_seq, size_
  * end_detail are the store's: insert ignores them. -EEXIST if the id is
  * taken, -E2BIG past a limit, -EINVAL for anything else malformed (a
  * tenant that is not tenant_name_is_valid(), empty too, or a pooled
- * sandbox's that is not TENANT_DEFAULT). As for tasks, the tenant is not
- * looked up.
+ * sandbox's that is not TENANT_DEFAULT); -ENOENT for a tenant that does
+ * not exist, as for tasks.
  */
 int store_sandbox_insert(struct store *st, const struct sandbox_record *sb, struct error *err);
 
@@ -215,8 +216,9 @@ int store_sandbox_list(struct store *st, const struct sandbox_filter *f,
  * got it), expires_at as given (0 = never), spec_json as given (NULL: the
  * pool's spec stays; the claimer's differs in env and network),
  * metadata_json as given (NULL for "{}"; limits as for insert). -EINVAL if
- * tenant is not tenant_name_is_valid() (the tenant is not looked up);
- * -ESTALE if it is not pooled (another claimer got it first, or it ended).
+ * tenant is not tenant_name_is_valid(); -ENOENT if it does not exist
+ * (looked up under the claim's write lock); -ESTALE if it is not pooled
+ * (another claimer got it first, or it ended).
  */
 int store_sandbox_claim(struct store *st, const char *id, const char *tenant, int64_t now,
 			int64_t expires_at, const char *spec_json, const char *metadata_json,
@@ -302,15 +304,18 @@ int store_tenant_set_quotas(struct store *st, const char *name, const char *quot
 			    struct error *err);
 
 /*
- * Remove a tenant. Refused while anything of it is live: -EBUSY while it
- * has a key not revoked (expired ones count: revoke them), a task not
- * final, or a sandbox not ended (pooled sandboxes are TENANT_DEFAULT's).
- * What of it has ended stays, under its name: its final tasks, ended
- * sandboxes and revoked keys (a tenant made again with that name sees
- * them). -ENOENT if there is no such tenant; -EPERM for TENANT_DEFAULT,
- * which always stays.
+ * Delete a tenant, at now. Refused while anything of it is live: -EBUSY
+ * while it has a key not revoked (expired ones count: revoke them), a
+ * task not final, or a sandbox not ended (pooled sandboxes are
+ * TENANT_DEFAULT's). What of it has ended stays, under its name: its
+ * final tasks, ended sandboxes and revoked keys. So does its row, marked
+ * deleted: get and list no longer show it, nothing new is made for it
+ * (task and sandbox inserts and claims say -ENOENT), and insert refuses
+ * its name for ever (-EEXIST), so that nobody later called the same
+ * inherits what it left. -ENOENT if there is no such tenant; -EPERM for
+ * TENANT_DEFAULT, which always stays.
  */
-int store_tenant_delete(struct store *st, const char *name, struct error *err);
+int store_tenant_delete(struct store *st, const char *name, int64_t now, struct error *err);
 
 /* ---- API keys ---------------------------------------------------------- */
 

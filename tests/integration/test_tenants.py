@@ -67,8 +67,9 @@ def world(tmp_path):
     d.start()
     try:
         admin = Tcp(port, d.admin_key())
-        for name in ("team-a", "team-b"):
-            assert admin.request("POST", "/v1/tenants", {"name": name})[0] == 201
+        assert admin.request("POST", "/v1/tenants", {"name": "team-a"})[0] == 201
+        # team-b: made by agentboxd at its start, for --socket-user's local user
+        assert admin.request("GET", "/v1/tenants/team-b")[0] == 200
         keys = {}
         for name in ("team-a", "team-b"):
             status, k = admin.request("POST", "/v1/keys", {"tenant": name, "label": name})
@@ -194,6 +195,13 @@ def test_keys_revoked_and_expired_are_refused_at_once(world):
     assert admin.request("DELETE", "/v1/tenants/team-b")[0] == 409
     assert admin.request("DELETE", "/v1/tenants/team-a")[0] == 200  # its only key is revoked
     assert admin.request("DELETE", "/v1/tenants/default")[0] == 409
+    # a name is never given again: a new team-a would inherit the old one's tasks
+    assert admin.request("POST", "/v1/tenants", {"name": "team-a"})[0] == 409
+    assert admin.request("GET", "/v1/tenants/team-a")[0] == 404
+    # a tenant that a local user maps to stays while agentboxd says so
+    status, k = admin.request("DELETE", f"/v1/keys/{keys['team-b']['id']}")
+    admin.request("DELETE", f"/v1/keys/{short['id']}")
+    assert admin.request("DELETE", "/v1/tenants/team-b")[0] == 409
     # the store holds no key's text, nor any secret
     db = b"".join(p.read_bytes() for p in d.state.glob("agentbox.db*"))
     for k in (keys["team-a"], keys["team-b"], short):
@@ -223,3 +231,47 @@ def test_the_cli_manages_tenants_and_keys(world):
     p = cli("whoami", key=key)
     assert p.returncode == 125 and "unauthorized" in p.stderr
     assert cli("tenant", "create", "Bad_Name").returncode != 0
+
+
+def test_claims_are_fair_across_tenants(tmp_path):
+    """A queues 200 quick tasks, then B one, with --max-running 2: B's starts in the
+    next slot that frees, not after A's 200."""
+    port = free_port()
+    d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}", "--max-running", "2", "--pool", "0")
+    d.start()
+    try:
+        admin = Tcp(port, d.admin_key())
+        keys = {}
+        for name in ("team-a", "team-b"):
+            assert admin.request("POST", "/v1/tenants", {"name": name})[0] == 201
+            keys[name] = Tcp(port, admin.request("POST", "/v1/keys", {"tenant": name})[1]["key"])
+        a_ids = [keys["team-a"].request("POST", "/v1/tasks", {"command": ["sleep", "0.3"]})[1]["id"]
+                 for _ in range(200)]
+        assert len(set(a_ids)) == 200
+        # B's arrives while A's fill both slots and 190-odd wait
+        status, mine = keys["team-b"].request("POST", "/v1/tasks", {"command": ["true"]})
+        assert status == 201
+
+        def started():
+            t = keys["team-b"].request("GET", f"/v1/tasks/{mine['id']}")[1]
+            return t if t["started_at"] else None
+        assert helpers.wait_until(started, 120, 0.05), "B's task never started"
+        b = started()
+        # A's tasks that started after B's was queued and before it started: at most the
+        # one that may have taken a slot as B's arrived
+        a = admin.request("GET", "/v1/tasks?tenant=team-a&limit=1000")[1]["tasks"]
+        assert len(a) == 200
+        between = [t for t in a if t["started_at"] and
+                   b["created_at"] < t["started_at"] < b["started_at"]]
+        assert len(between) <= 1, (b["created_at"], b["started_at"], between)
+        # meaningful only if many of A's waited when B's came (first in first out would
+        # have started them all first)
+        waiting = [t for t in a if not t["started_at"] or t["started_at"] > b["created_at"]]
+        assert len(waiting) > 50, "A's tasks ran too fast for the test to say anything"
+    finally:
+        for t in d.request("GET", "/v1/tasks?status=queued,running&limit=1000")[1]["tasks"]:
+            d.request("POST", f"/v1/tasks/{t['id']}/cancel")
+        assert helpers.wait_until(
+            lambda: not d.request("GET", "/v1/tasks?status=queued,running")[1]["tasks"], 60,
+            0.1)
+        d.stop()

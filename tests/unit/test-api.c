@@ -981,6 +981,15 @@ static void test_tenants_see_their_own(void **state)
 		expect_error(theirs, 404, "not_found", NULL);
 		expect_error(none, 404, "not_found", NULL);
 	}
+	/* a bad query, or body, tells them apart no more: checked only for what one may see */
+	expect_error(call(f, "GET", path_of(id, "/events"), "after=-1", NULL), 404, "not_found",
+		     NULL);
+	expect_error(call(f, "GET", path_of(unknown, "/events"), "after=-1", NULL), 404,
+		     "not_found", NULL);
+	f->auth = ha;
+	expect_error(call(f, "GET", path_of(id, "/events"), "after=-1", NULL), 400, "invalid_field",
+		     "after");
+	f->auth = hb;
 	rep = call(f, "GET", "/v1/tasks", NULL, NULL);
 	assert_int_equal(rep.r.status, 200);
 	assert_int_equal(json_array_size(json_object_get(rep.json, "tasks")), 0);

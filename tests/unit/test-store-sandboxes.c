@@ -115,6 +115,8 @@ static void test_insert_get_round_trip(void **state)
 	    .end_detail = "boom",
 	};
 	assert_int_equal(sandbox_id_new(in.id), 0);
+	FAILS(ENOENT, store_sandbox_insert(f->st, &in, err)); /* no such tenant yet */
+	OK(store_tenant_insert(f->st, in.tenant, 1, NULL, err));
 	OK(store_sandbox_insert(f->st, &in, err));
 	struct sandbox_record sb = sbx_get(f, in.id);
 	assert_string_equal(sb.id, in.id);

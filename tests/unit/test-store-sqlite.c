@@ -327,7 +327,7 @@ static void test_version_3_database_migrates(void **state)
 	n = 0;
 	assert_int_equal(store_tenant_list(st, count_tenant, &n, &err), 0);
 	assert_int_equal(n, 1);
-	assert_int_equal(store_tenant_delete(st, TENANT_DEFAULT, &err), -EPERM);
+	assert_int_equal(store_tenant_delete(st, TENANT_DEFAULT, 1000, &err), -EPERM);
 	/* everything goes on: the events, the queue, the pool, and keys */
 	int64_t seq = 0;
 	assert_int_equal(store_progress_append(st, run, 1, "{\"p\":2}", 13, &seq, &err), 0);

@@ -216,7 +216,7 @@ static void test_default_tenant(void **state)
 	assert_int_equal(got.n, 1);
 	assert_string_equal(got.v[0], TENANT_DEFAULT);
 	FAILS(EEXIST, store_tenant_insert(f->st, TENANT_DEFAULT, 5, NULL, err));
-	FAILS(EPERM, store_tenant_delete(f->st, TENANT_DEFAULT, err));
+	FAILS(EPERM, store_tenant_delete(f->st, TENANT_DEFAULT, 1000, err));
 	assert_true(tenant_exists(f, TENANT_DEFAULT));
 	/* its quotas may be set like anyone's */
 	OK(store_tenant_set_quotas(f->st, TENANT_DEFAULT, "{\"tasks\":5}", err));
@@ -359,20 +359,65 @@ static void test_tenant_delete(void **state)
 	struct fx *f = *state;
 	tenant_add(f, "acme", 1);
 	tenant_add(f, "other", 1);
-	OK(store_tenant_delete(f->st, "acme", err)); /* nothing of it: gone at once */
+	OK(store_tenant_delete(f->st, "acme", 1000, err)); /* nothing of it: gone at once */
 	assert_false(tenant_exists(f, "acme"));
-	FAILS(ENOENT, store_tenant_delete(f->st, "acme", err));
-	FAILS(ENOENT, store_tenant_delete(f->st, "Not A Name", err));
-	FAILS(EINVAL, store_tenant_delete(f->st, NULL, err));
-	FAILS(EPERM, store_tenant_delete(f->st, TENANT_DEFAULT, err));
-	/* made again, it is a new tenant */
-	tenant_add(f, "acme", 2);
-	struct tenant_record t = tenant_get(f, "acme");
-	assert_int_equal(t.created_at, 2);
-	tenant_record_release(&t);
+	FAILS(ENOENT, store_tenant_delete(f->st, "acme", 1000, err));
+	FAILS(ENOENT, store_tenant_delete(f->st, "Not A Name", 1000, err));
+	FAILS(EINVAL, store_tenant_delete(f->st, NULL, 1000, err));
+	FAILS(EPERM, store_tenant_delete(f->st, TENANT_DEFAULT, 1000, err));
+	/* its name is never given again: nobody called acme later inherits what it left */
+	FAILS(EEXIST, store_tenant_insert(f->st, "acme", 2, NULL, err));
 	struct names got;
 	tenant_list(f, &got);
-	assert_int_equal(got.n, 3);
+	assert_int_equal(got.n, 2); /* default and other */
+	/* and nothing new is made for it */
+	struct task t = {.max_attempts = 1, .created_at = 3, .spec_json = "{}"};
+	snprintf(t.tenant, sizeof(t.tenant), "acme");
+	assert_int_equal(task_id_new(t.id), 0);
+	FAILS(ENOENT, store_task_insert(f->st, &t, err));
+	struct sandbox_record sb = {.status = SANDBOX_RUNNING, .created_at = 3, .spec_json = "{}"};
+	snprintf(sb.tenant, sizeof(sb.tenant), "acme");
+	assert_int_equal(sandbox_id_new(sb.id), 0);
+	FAILS(ENOENT, store_sandbox_insert(f->st, &sb, err));
+	struct sandbox_record pooled = {
+	    .status = SANDBOX_POOLED, .created_at = 3, .spec_json = "{}", .tenant = TENANT_DEFAULT};
+	assert_int_equal(sandbox_id_new(pooled.id), 0);
+	OK(store_sandbox_insert(f->st, &pooled, err));
+	FAILS(ENOENT, store_sandbox_claim(f->st, pooled.id, "acme", 4, 0, NULL, NULL, err));
+	OK(store_sandbox_claim(f->st, pooled.id, "other", 4, 0, NULL, NULL, err));
+}
+
+/*
+ * Claims are fair across tenants: of each tenant's oldest queued task,
+ * that of the tenant with the fewest running goes first, then the oldest;
+ * within a tenant, first in first out.
+ */
+static void test_claims_are_fair_across_tenants(void **state)
+{
+	struct fx *f = *state;
+	char a[5][TASK_ID_SIZE], b[2][TASK_ID_SIZE], c[TASK_ID_SIZE];
+	tenant_add(f, "a", 1);
+	tenant_add(f, "b", 1);
+	tenant_add(f, "c", 1);
+	for (int i = 0; i < 5; i++)
+		task_add(f, "a", 10 + i, a[i]); /* a queued five first */
+	task_add(f, "b", 20, b[0]);
+	task_add(f, "b", 21, b[1]);
+	task_add(f, "c", 30, c);
+	/* nobody runs: the oldest head, a's */
+	(void)claim(f, 100, a[0]);
+	/* a runs one: b's and c's heads come before a's next, b's the older */
+	(void)claim(f, 101, b[0]);
+	(void)claim(f, 102, c);
+	/* each runs one: the oldest head again, a's; then b's (a runs two) */
+	(void)claim(f, 103, a[1]);
+	(void)claim(f, 104, b[1]);
+	/* only a has any queued: first in first out */
+	(void)claim(f, 105, a[2]);
+	(void)claim(f, 106, a[3]);
+	(void)claim(f, 107, a[4]);
+	struct task none;
+	FAILS(ENOENT, store_task_claim(f->st, 108, &none, err));
 }
 
 static void test_tenant_delete_refused_while_a_key(void **state)
@@ -385,12 +430,12 @@ static void test_tenant_delete_refused_while_a_key(void **state)
 	expired.expires_at = 12; /* long past: it counts until it is revoked */
 	OK(store_key_insert(f->st, &expired, err));
 	key_add(f, "k3", "other", 12); /* another tenant's keeps only that one */
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err));
 	assert_true(tenant_exists(f, "acme"));
 	OK(store_key_revoke(f->st, "k1", 20, err));
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err));
 	OK(store_key_revoke(f->st, "k2", 21, err));
-	OK(store_tenant_delete(f->st, "acme", err));
+	OK(store_tenant_delete(f->st, "acme", 1000, err));
 	assert_false(tenant_exists(f, "acme"));
 	/* its revoked keys stay, under its name; no new key can be its */
 	struct key_record k = key_get(f, "k1");
@@ -398,7 +443,7 @@ static void test_tenant_delete_refused_while_a_key(void **state)
 	assert_int_equal(k.revoked_at, 20);
 	key_record_release(&k);
 	FAILS(ENOENT, store_key_insert(f->st, &expired, err));
-	FAILS(EBUSY, store_tenant_delete(f->st, "other", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "other", 1000, err));
 }
 
 static void test_tenant_delete_refused_while_a_task(void **state)
@@ -410,15 +455,15 @@ static void test_tenant_delete_refused_while_a_task(void **state)
 	task_add(f, "acme", 10, t1);
 	task_add(f, "acme", 20, t2);
 	task_add(f, "other", 30, o); /* another tenant's keeps only that one */
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err)); /* queued */
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err)); /* queued */
 	uint32_t attempt = claim(f, 100, t1);
 	enum task_status s = TASK_STATUS_COUNT;
 	OK(store_task_cancel(f->st, t2, 101, &s, err));
 	assert_int_equal(s, TASK_CANCELLED);
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err)); /* running */
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err)); /* running */
 	assert_true(tenant_exists(f, "acme"));
 	assert_int_equal(end(f, t1, attempt, TASK_SUCCEEDED, 0, NULL, 102), TASK_SUCCEEDED);
-	OK(store_tenant_delete(f->st, "acme", err));
+	OK(store_tenant_delete(f->st, "acme", 1000, err));
 	assert_false(tenant_exists(f, "acme"));
 	/* its final tasks stay, under its name */
 	struct ids got;
@@ -427,7 +472,7 @@ static void test_tenant_delete_refused_while_a_task(void **state)
 	struct task t = get(f, t1);
 	assert_string_equal(t.tenant, "acme");
 	task_release(&t);
-	FAILS(EBUSY, store_tenant_delete(f->st, "other", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "other", 1000, err));
 }
 
 static void test_tenant_delete_refused_while_a_sandbox(void **state)
@@ -435,27 +480,27 @@ static void test_tenant_delete_refused_while_a_sandbox(void **state)
 	struct fx *f = *state;
 	char r[SANDBOX_ID_SIZE], p[SANDBOX_ID_SIZE], pooled[SANDBOX_ID_SIZE], o[SANDBOX_ID_SIZE];
 	tenant_add(f, "acme", 1);
+	tenant_add(f, "gone", 1);
 	tenant_add(f, "other", 1);
 	sbx_add(f, TENANT_DEFAULT, SANDBOX_POOLED, 5, pooled); /* the pool is nobody's */
-	OK(store_tenant_delete(f->st, "other", err));
-	tenant_add(f, "other", 2);
+	OK(store_tenant_delete(f->st, "gone", 1000, err));
 	sbx_add(f, "acme", SANDBOX_RUNNING, 10, r);
 	sbx_add(f, "acme", SANDBOX_RUNNING, 11, p);
 	sbx_add(f, "other", SANDBOX_RUNNING, 12, o);
 	OK(store_sandbox_set_status(f->st, p, SANDBOX_RUNNING, SANDBOX_PAUSED, err));
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err));
 	OK(store_sandbox_end(f->st, r, 20, "deleted", NULL, err));
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err)); /* paused */
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err)); /* paused */
 	assert_true(tenant_exists(f, "acme"));
 	OK(store_sandbox_end(f->st, p, 21, "expired", NULL, err));
-	OK(store_tenant_delete(f->st, "acme", err));
+	OK(store_tenant_delete(f->st, "acme", 1000, err));
 	assert_false(tenant_exists(f, "acme"));
 	/* its ended sandboxes stay, under its name */
 	struct sbx_ids got;
 	sbx_list(f, "acme", 0, NULL, 10, &got);
 	assert_int_equal(got.n, 2);
 	assert_string_equal(got.tenant[0], "acme");
-	FAILS(EBUSY, store_tenant_delete(f->st, "other", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "other", 1000, err));
 }
 
 /* ---- keys -------------------------------------------------------------- */
@@ -664,6 +709,8 @@ static void test_task_lists_by_tenant(void **state)
 	struct fx *f = *state;
 	/* two tenants' tasks interleaved, ties straddling the pages */
 	char a[4][TASK_ID_SIZE], b[3][TASK_ID_SIZE];
+	tenant_add(f, "a", 1);
+	tenant_add(f, "b", 1);
 	task_add(f, "a", 10, a[0]);
 	task_add(f, "b", 10, b[0]);
 	task_add(f, "a", 20, a[1]);
@@ -737,6 +784,8 @@ static void test_sandbox_lists_by_tenant(void **state)
 	struct fx *f = *state;
 	char a1[SANDBOX_ID_SIZE], a2[SANDBOX_ID_SIZE], a3[SANDBOX_ID_SIZE], b1[SANDBOX_ID_SIZE],
 	    b2[SANDBOX_ID_SIZE], p[SANDBOX_ID_SIZE];
+	tenant_add(f, "a", 1);
+	tenant_add(f, "b", 1);
 	sbx_add(f, "a", SANDBOX_RUNNING, 10, a1);
 	sbx_add(f, "b", SANDBOX_RUNNING, 10, b1);
 	sbx_add(f, TENANT_DEFAULT, SANDBOX_POOLED, 15, p);
@@ -829,12 +878,12 @@ static void test_claim_moves_to_the_claimers_tenant(void **state)
 	assert_int_equal(got.n, 1);
 	assert_string_equal(got.v[0], q);
 	/* and it keeps its tenant from being deleted until it ends */
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err));
 	OK(store_sandbox_end(f->st, p, 60, "deleted", NULL, err));
 	sb = sbx_get(f, p);
 	assert_string_equal(sb.tenant, "acme"); /* ending does not move it */
 	sandbox_record_release(&sb);
-	OK(store_tenant_delete(f->st, "acme", err));
+	OK(store_tenant_delete(f->st, "acme", 1000, err));
 	/* the default tenant's claim is a claim like any other */
 	OK(store_sandbox_claim(f->st, q, TENANT_DEFAULT, 70, 0, NULL, NULL, err));
 	sb = sbx_get(f, q);
@@ -854,7 +903,7 @@ static void test_tx(void **state)
 	FAILS(EEXIST, store_tenant_insert(f->st, "acme", 3, NULL, err));
 	struct key_record dup = key_of("k1", "acme", KEY_ROLE_ADMIN, 4);
 	FAILS(EEXIST, store_key_insert(f->st, &dup, err));
-	FAILS(EBUSY, store_tenant_delete(f->st, "acme", err));
+	FAILS(EBUSY, store_tenant_delete(f->st, "acme", 1000, err));
 	OK(store_key_revoke(f->st, "k1", 5, err));
 	FAILS(ESTALE, store_key_revoke(f->st, "k1", 6, err));
 	OK(store_tx_commit(f->st, err));
@@ -866,7 +915,7 @@ static void test_tx(void **state)
 	OK(store_tx_begin(f->st, err));
 	tenant_add(f, "gone", 1);
 	key_add(f, "k2", "gone", 2);
-	OK(store_tenant_delete(f->st, "acme", err));
+	OK(store_tenant_delete(f->st, "acme", 1000, err));
 	store_tx_rollback(f->st);
 	assert_false(tenant_exists(f, "gone"));
 	assert_true(tenant_exists(f, "acme"));
@@ -918,6 +967,7 @@ int main(void)
 	    T(test_tenant_list),
 	    T(test_tenant_set_quotas),
 	    T(test_tenant_delete),
+	    T(test_claims_are_fair_across_tenants),
 	    T(test_tenant_delete_refused_while_a_key),
 	    T(test_tenant_delete_refused_while_a_task),
 	    T(test_tenant_delete_refused_while_a_sandbox),

@@ -29,6 +29,8 @@ static void test_insert_get_round_trip(void **state)
 	    .error = "boom",
 	};
 	assert_int_equal(task_id_new(in.id), 0);
+	FAILS(ENOENT, store_task_insert(f->st, &in, err)); /* no such tenant yet */
+	OK(store_tenant_insert(f->st, "acme-2", 1, NULL, err));
 	OK(store_task_insert(f->st, &in, err));
 	struct task t = get(f, in.id);
 	assert_string_equal(t.id, in.id);
