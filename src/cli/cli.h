@@ -83,4 +83,26 @@ int cli_check_tenant_name(const char *verb, const char *what, const char *name);
 /* Is this "-h" or "--help"? */
 int cli_is_help(const char *arg);
 
+/*
+ * "VERB [OPTIONS] NAME..." that deletes each (sandbox rm, key revoke,
+ * tenant rm): argv[first..argc) are the names, of which there must be
+ * one at least (what: "sandbox IDs"). Every name is checked with check
+ * (0, or the exit status after saying why) before any request is sent;
+ * then each is DELETEd at target's path (the name checked), printed
+ * when done, and a name refused gets its line on stderr while the others
+ * go on. 0 when all were done, else EXIT_AGENTBOX.
+ */
+int cli_delete_each(const char *verb, const char *what, const char *socket_path, int first,
+		    int argc, char **argv, int (*check)(const char *verb, const char *name),
+		    void (*target)(char *buf, size_t size, const char *name));
+
+/*
+ * A verb made of commands ("agentbox sandbox ls"): argv[1] names one of
+ * the n in commands, run with argv + 1; none, or help (printed on stdout,
+ * exit 0; none at all: on stderr, EXIT_AGENTBOX), or an unknown one
+ * (EXIT_AGENTBOX, naming verb).
+ */
+int cli_dispatch(const char *verb, const char *help, const struct verb *commands, size_t n,
+		 int argc, char **argv);
+
 #endif

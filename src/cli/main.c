@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 
 #include "base/buf.h"
+#include "client/client.h"
 #include "client/term.h"
 
 #include <errno.h>
@@ -112,6 +113,55 @@ int cli_parse_id_only(const char *verb, const char *what, const char *help, int 
 int cli_is_help(const char *arg)
 {
 	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+int cli_delete_each(const char *verb, const char *what, const char *socket_path, int first,
+		    int argc, char **argv, int (*check)(const char *verb, const char *name),
+		    void (*target)(char *buf, size_t size, const char *name))
+{
+	if (first >= argc)
+		return cli_fail("%s: give one or more %s (see agentbox %s --help)", verb, what,
+				verb);
+	int rc;
+	for (int i = first; i < argc; i++)
+		if ((rc = check(verb, argv[i])) != 0)
+			return rc;
+	struct error err = {0};
+	struct client c;
+	if (client_init(&c, socket_path, &err) < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	rc = 0;
+	char path[CLIENT_TARGET_MAX];
+	for (int i = first; i < argc; i++) {
+		target(path, sizeof(path), argv[i]);
+		if (client_call(&c, "DELETE", path, NULL, NULL, &err) < 0) {
+			rc = cli_fail("%s: %s", verb, err.msg);
+			continue;
+		}
+		if (printf("%s\n", argv[i]) < 0 || fflush(stdout) == EOF) {
+			rc = cli_fail("%s: cannot write the output", verb);
+			break;
+		}
+	}
+	client_release(&c);
+	return rc;
+}
+
+int cli_dispatch(const char *verb, const char *help, const struct verb *commands, size_t n,
+		 int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(help, stderr);
+		return EXIT_AGENTBOX;
+	}
+	if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
+		fputs(help, stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].main(argc - 1, argv + 1);
+	return cli_fail("%s: unknown command '%s' (see agentbox %s --help)", verb, argv[1], verb);
 }
 
 static int usage(FILE *out)

@@ -447,38 +447,19 @@ static const char revoke_help[] =
     "exit status: 0 all revoked; 125 agentbox or agentboxd failed or refused\n"
     "for one or more (one line on stderr for each).\n";
 
+static void key_target(char *buf, size_t size, const char *id)
+{
+	snprintf(buf, size, "/v1/keys/%s", id);
+}
+
 static int key_revoke(int argc, char **argv)
 {
 	const char *verb = "key revoke", *socket_path;
 	int rc = cli_parse_socket_only(verb, revoke_help, argc, argv, &socket_path);
 	if (rc >= 0)
 		return rc;
-	if (optind >= argc)
-		return cli_fail("%s: give one or more key IDs (see agentbox %s --help)", verb,
-				verb);
-	/* every id is checked before any is revoked */
-	for (int i = optind; i < argc; i++)
-		if ((rc = check_key_id(verb, argv[i])) != 0)
-			return rc;
-	struct error err = {0};
-	struct client c;
-	if (client_init(&c, socket_path, &err) < 0)
-		return cli_fail("%s: %s", verb, err.msg);
-	rc = 0;
-	char target[CLIENT_TARGET_MAX];
-	for (int i = optind; i < argc; i++) {
-		snprintf(target, sizeof(target), "/v1/keys/%s", argv[i]);
-		if (client_call(&c, "DELETE", target, NULL, NULL, &err) < 0) {
-			rc = cli_fail("%s: %s", verb, err.msg);
-			continue;
-		}
-		if (printf("%s\n", argv[i]) < 0 || fflush(stdout) == EOF) {
-			rc = write_error(verb);
-			break;
-		}
-	}
-	client_release(&c);
-	return rc;
+	return cli_delete_each(verb, "key IDs", socket_path, optind, argc, argv, check_key_id,
+			       key_target);
 }
 
 /* ---- the dispatch -------------------------------------------------------- */
@@ -491,18 +472,8 @@ static const struct verb subverbs[] = {
 
 int verb_key(int argc, char **argv)
 {
-	if (argc < 2) {
-		fputs(help, stderr);
-		return EXIT_AGENTBOX;
-	}
-	if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
-		fputs(help, stdout);
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(subverbs) / sizeof(subverbs[0]); i++)
-		if (strcmp(argv[1], subverbs[i].name) == 0)
-			return subverbs[i].main(argc - 1, argv + 1);
-	return cli_fail("key: unknown command '%s' (see agentbox key --help)", argv[1]);
+	return cli_dispatch("key", help, subverbs, sizeof(subverbs) / sizeof(subverbs[0]), argc,
+			    argv);
 }
 
 /* ---- whoami -------------------------------------------------------------- */

@@ -413,38 +413,28 @@ static const char rm_help[] =
     "exit status: 0 all removed; 125 agentbox or agentboxd failed for one or\n"
     "more (one line on stderr for each).\n";
 
+static int check_sandbox(const char *verb, const char *id)
+{
+	char target[CLIENT_TARGET_MAX];
+	struct error err = {0};
+	if (client_sandbox_target(target, sizeof(target), id, NULL, &err) < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	return 0;
+}
+
+static void sandbox_target(char *buf, size_t size, const char *id)
+{
+	client_sandbox_target(buf, size, id, NULL, NULL); /* checked: it fits */
+}
+
 static int sandbox_rm(int argc, char **argv)
 {
 	const char *verb = "sandbox rm", *socket_path;
 	int rc = cli_parse_socket_only(verb, rm_help, argc, argv, &socket_path);
 	if (rc >= 0)
 		return rc;
-	if (optind >= argc)
-		return cli_fail("%s: give one or more sandbox IDs (see agentbox %s --help)", verb,
-				verb);
-	/* every id is checked before any is removed */
-	struct error err = {0};
-	char target[CLIENT_TARGET_MAX];
-	for (int i = optind; i < argc; i++)
-		if (client_sandbox_target(target, sizeof(target), argv[i], NULL, &err) < 0)
-			return cli_fail("%s: %s", verb, err.msg);
-	struct client c;
-	if (client_init(&c, socket_path, &err) < 0)
-		return cli_fail("%s: %s", verb, err.msg);
-	rc = 0;
-	for (int i = optind; i < argc; i++) {
-		client_sandbox_target(target, sizeof(target), argv[i], NULL, NULL);
-		if (client_call(&c, "DELETE", target, NULL, NULL, &err) < 0) {
-			rc = cli_fail("%s: %s", verb, err.msg);
-			continue;
-		}
-		if (printf("%s\n", argv[i]) < 0 || fflush(stdout) == EOF) {
-			rc = cli_fail("%s: cannot write the output", verb);
-			break;
-		}
-	}
-	client_release(&c);
-	return rc;
+	return cli_delete_each(verb, "sandbox IDs", socket_path, optind, argc, argv, check_sandbox,
+			       sandbox_target);
 }
 
 /* ---- the dispatch -------------------------------------------------------- */
@@ -458,16 +448,6 @@ static const struct verb subverbs[] = {
 
 int verb_sandbox(int argc, char **argv)
 {
-	if (argc < 2) {
-		fputs(help, stderr);
-		return EXIT_AGENTBOX;
-	}
-	if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
-		fputs(help, stdout);
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(subverbs) / sizeof(subverbs[0]); i++)
-		if (strcmp(argv[1], subverbs[i].name) == 0)
-			return subverbs[i].main(argc - 1, argv + 1);
-	return cli_fail("sandbox: unknown command '%s' (see agentbox sandbox --help)", argv[1]);
+	return cli_dispatch("sandbox", help, subverbs, sizeof(subverbs) / sizeof(subverbs[0]), argc,
+			    argv);
 }

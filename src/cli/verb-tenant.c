@@ -358,38 +358,19 @@ static const char rm_help[] =
     "exit status: 0 all deleted; 125 agentbox or agentboxd failed or refused\n"
     "for one or more (one line on stderr for each).\n";
 
+static int check_name(const char *verb, const char *name)
+{
+	return cli_check_tenant_name(verb, "", name);
+}
+
 static int tenant_rm(int argc, char **argv)
 {
 	const char *verb = "tenant rm", *socket_path;
 	int rc = cli_parse_socket_only(verb, rm_help, argc, argv, &socket_path);
 	if (rc >= 0)
 		return rc;
-	if (optind >= argc)
-		return cli_fail("%s: give one or more tenant NAMEs (see agentbox %s --help)", verb,
-				verb);
-	/* every name is checked before any is deleted */
-	for (int i = optind; i < argc; i++)
-		if ((rc = cli_check_tenant_name(verb, "", argv[i])) != 0)
-			return rc;
-	struct error err = {0};
-	struct client c;
-	if (client_init(&c, socket_path, &err) < 0)
-		return cli_fail("%s: %s", verb, err.msg);
-	rc = 0;
-	char target[CLIENT_TARGET_MAX];
-	for (int i = optind; i < argc; i++) {
-		tenant_target(target, sizeof(target), argv[i]);
-		if (client_call(&c, "DELETE", target, NULL, NULL, &err) < 0) {
-			rc = cli_fail("%s: %s", verb, err.msg);
-			continue;
-		}
-		if (printf("%s\n", argv[i]) < 0 || fflush(stdout) == EOF) {
-			rc = cli_fail("%s: cannot write the output", verb);
-			break;
-		}
-	}
-	client_release(&c);
-	return rc;
+	return cli_delete_each(verb, "tenant NAMEs", socket_path, optind, argc, argv, check_name,
+			       tenant_target);
 }
 
 /* ---- the dispatch -------------------------------------------------------- */
@@ -403,16 +384,6 @@ static const struct verb subverbs[] = {
 
 int verb_tenant(int argc, char **argv)
 {
-	if (argc < 2) {
-		fputs(help, stderr);
-		return EXIT_AGENTBOX;
-	}
-	if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0) {
-		fputs(help, stdout);
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(subverbs) / sizeof(subverbs[0]); i++)
-		if (strcmp(argv[1], subverbs[i].name) == 0)
-			return subverbs[i].main(argc - 1, argv + 1);
-	return cli_fail("tenant: unknown command '%s' (see agentbox tenant --help)", argv[1]);
+	return cli_dispatch("tenant", help, subverbs, sizeof(subverbs) / sizeof(subverbs[0]), argc,
+			    argv);
 }
