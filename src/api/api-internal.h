@@ -173,9 +173,6 @@ int api_check_secrets(struct api_call *c, bool has_secrets);
  */
 int api_secrets_keep(const char *state_dir, const char *id, const char *json, struct error *err);
 
-/* Remove them (a cancelled queued task, a failed insert: with its directory). */
-void api_secrets_forget(const char *state_dir, const char *id, bool dir_too);
-
 int api_check_host_limits(struct api_call *c, uint64_t memory_bytes, uint64_t disk_bytes,
 			  uint64_t state_bytes, uint64_t pids);
 

@@ -8,6 +8,7 @@
  */
 #include "api/api-internal.h"
 #include "api/sandbox-request.h"
+#include "egress/policy.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -242,6 +243,7 @@ int api_sandboxes_create(struct api_call *c)
 				  .default_limits = sr.default_limits,
 				  .memory_bytes = sr.memory_bytes,
 				  .secrets_json = sr.secrets_json,
+				  .network = sr.network != EGRESS_NONE,
 				  .tenant = c->who.tenant};
 	struct sandbox_record s = {0};
 	struct error err = {0};

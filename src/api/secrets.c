@@ -76,15 +76,3 @@ int api_secrets_keep(const char *state_dir, const char *id, const char *json, st
 	}
 	return 0;
 }
-
-void api_secrets_forget(const char *state_dir, const char *id, bool dir_too)
-{
-	char dir[PATH_MAX], path[PATH_MAX + sizeof(LAYOUT_SECRETS)];
-	if (layout_task_dir(dir, sizeof(dir), state_dir, id) < 0)
-		return;
-	snprintf(path, sizeof(path), "%s/%s", dir, LAYOUT_SECRETS);
-	(void)truncate(path, 0);
-	(void)unlink(path);
-	if (dir_too)
-		(void)rmdir(dir);
-}

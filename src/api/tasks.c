@@ -3,6 +3,8 @@
  * non-streaming form of events. Logs are in logs.c.
  */
 #include "api/api-internal.h"
+
+#include "core/layout.h"
 #include "api/task-request.h"
 
 #include <errno.h>
@@ -84,7 +86,7 @@ int api_tasks_create(struct api_call *c)
 		if (r == 0)
 			r = store_task_insert(c->ctx->store, &t, &se);
 		if (r < 0 && kept) /* ours: the file, and the directory made for it */
-			api_secrets_forget(c->ctx->state_dir, t.id, true);
+			layout_secrets_forget(c->ctx->state_dir, t.id, true);
 		if (r != -EEXIST)
 			break;
 	}
@@ -115,7 +117,7 @@ int api_task_cancel(struct api_call *c)
 	if (r < 0)
 		return api_store_error(c, r, &se);
 	if (status == TASK_CANCELLED)
-		api_secrets_forget(c->ctx->state_dir, c->id, false);
+		layout_secrets_forget(c->ctx->state_dir, c->id, false);
 	if (status == TASK_RUNNING && c->ctx->task_cancel_requested)
 		c->ctx->task_cancel_requested(c->id, c->ctx->hook_data);
 	return respond_task(c, 200);

@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
+#include <unistd.h>
 
 __attribute__((format(printf, 3, 4))) static int path(char *buf, size_t size, const char *fmt, ...)
 {
@@ -23,6 +25,18 @@ int layout_state_file(char *buf, size_t size, const char *state_dir, const char 
 int layout_task_dir(char *buf, size_t size, const char *state_dir, const char *id)
 {
 	return path(buf, size, "%s/" LAYOUT_TASKS "/%s", state_dir, id);
+}
+
+void layout_secrets_forget(const char *state_dir, const char *id, bool dir_too)
+{
+	char dir[PATH_MAX], file[PATH_MAX + sizeof(LAYOUT_SECRETS)];
+	if (layout_task_dir(dir, sizeof(dir), state_dir, id) < 0)
+		return;
+	snprintf(file, sizeof(file), "%s/%s", dir, LAYOUT_SECRETS);
+	(void)truncate(file, 0);
+	(void)unlink(file);
+	if (dir_too)
+		(void)rmdir(dir);
 }
 
 int layout_attempt_name(char *buf, size_t size, uint32_t attempt)

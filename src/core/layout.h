@@ -38,6 +38,7 @@
 #ifndef AGENTBOX_CORE_LAYOUT_H
 #define AGENTBOX_CORE_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,6 +90,15 @@ int layout_state_file(char *buf, size_t size, const char *state_dir, const char 
 
 /* <state>/tasks/<id> */
 int layout_task_dir(char *buf, size_t size, const char *state_dir, const char *id);
+
+/*
+ * Remove task id's secret values (<task dir>/LAYOUT_SECRETS: emptied
+ * first, so that no other link keeps them) and, with dir_too, the task's
+ * directory if that leaves it empty. Best effort: what is not there is
+ * no error. The API (a refused or cancelled task) and the scheduler (a
+ * task that ended) both call it.
+ */
+void layout_secrets_forget(const char *state_dir, const char *id, bool dir_too);
 
 /* "attempt-<N>": an attempt's directory, relative to its task's. */
 int layout_attempt_name(char *buf, size_t size, uint32_t attempt);

@@ -74,17 +74,6 @@ static bool take_pooled(struct fleet *f, bool network, char id[SANDBOX_ID_SIZE])
 	return got;
 }
 
-/* Does the spec ask for a network (a mode other than none)? */
-static bool wants_network(const char *spec_json)
-{
-	json_t *sj = json_loads(spec_json, 0, NULL);
-	const char *mode =
-	    json_string_value(json_object_get(json_object_get(sj, "network"), "mode"));
-	bool yes = mode && strcmp(mode, "none") != 0;
-	json_decref(sj);
-	return yes;
-}
-
 static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 			const struct fleet_spec *spec, int64_t now, struct error *err)
 {
@@ -230,7 +219,7 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 	const char *tenant = spec->tenant ? spec->tenant : TENANT_DEFAULT;
 	if (!tenant_name_is_valid(tenant)) /* before the pool: a claim would refuse it */
 		return error_set(err, EINVAL, "not a tenant's name");
-	bool network = wants_network(spec->spec_json);
+	bool network = spec->network;
 	if (network && spec->default_limits && !spec->secrets_json)
 		atomic_store(&f->network_used, true); /* from now on the keeper parks links too */
 	while (spec->default_limits && !spec->secrets_json && take_pooled(f, network, id)) {

@@ -148,6 +148,7 @@ struct fleet_spec {
 	const char *metadata_json; /* canonical object */
 	int64_t timeout_ms;
 	bool default_limits;   /* a pooled sandbox fits */
+	bool network;	       /* a mode other than none: a parked link suits it */
 	uint64_t memory_bytes; /* its memory limit, for admission */
 	/*
 	 * egress/secret.h's private form, or NULL. Never in the store: it goes

@@ -267,19 +267,6 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 	return last && r->offset == durable ? 1 : 0;
 }
 
-/* Remove task id's secret values (LAYOUT_SECRETS) and, with dir_too, its directory if empty. */
-static void forget_secrets(const struct sched *s, const char *id, bool dir_too)
-{
-	char dir[PATH_MAX], path[PATH_MAX + sizeof(LAYOUT_SECRETS)];
-	if (layout_task_dir(dir, sizeof(dir), s->cfg.state_dir, id) < 0)
-		return;
-	snprintf(path, sizeof(path), "%s/%s", dir, LAYOUT_SECRETS);
-	(void)truncate(path, 0);
-	(void)unlink(path);
-	if (dir_too)
-		(void)rmdir(dir);
-}
-
 /*
  * End an attempt in the store; when that ends the task, its secret values
  * (core/layout.h's LAYOUT_SECRETS) go: no later attempt needs them.
@@ -291,7 +278,7 @@ static int end_attempt(struct sched *s, const char *id, uint32_t attempt, enum t
 	int r = store_task_end_attempt(s->st, id, attempt, end, exit_code, error, now_ms(s),
 				       &status, err);
 	if (r == 0 && task_status_is_final(status))
-		forget_secrets(s, id, false);
+		layout_secrets_forget(s->cfg.state_dir, id, false);
 	return r;
 }
 
@@ -643,7 +630,7 @@ static void sweep_secrets(struct sched *s)
 			continue;
 		int r = store_task_get(s->st, de->d_name, &t, &ignored);
 		if (r == -ENOENT || (r == 0 && task_status_is_final(t.status)))
-			forget_secrets(s, de->d_name, r == -ENOENT);
+			layout_secrets_forget(s->cfg.state_dir, de->d_name, r == -ENOENT);
 		task_release(&t);
 	}
 	if (d)
