@@ -213,6 +213,9 @@ struct api_local_user {
 	char tenant[TENANT_NAME_SIZE];
 };
 
+/* Bytes of struct api_ctx's source, its NUL included (an IPv6 address fits). */
+#define API_SOURCE_SIZE 64
+
 /* The id of the legacy admin key: an older state directory's single token (auth.c). */
 #define API_LEGACY_KEY_ID "000000000000"
 
@@ -234,6 +237,12 @@ struct api_ctx {
 	 */
 	bool tcp;
 	long peer_uid; /* -1: unknown */
+	/*
+	 * Where the request comes from, for rate limits and the audit log:
+	 * the peer's address over TCP ("127.0.0.1", "::1"), "unix:uid=N" on
+	 * the unix socket, "" when unknown.
+	 */
+	char source[API_SOURCE_SIZE];
 	const struct api_local_user *local_users;
 	size_t nlocal_users;
 	int64_t (*now_ms)(void);	    /* wall clock in ms; NULL = CLOCK_REALTIME */

@@ -19,8 +19,10 @@
 
 #include "base/cleanup.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,6 +404,28 @@ static long peer_uid(struct MHD_Connection *c)
 	return (long)cred.uid;
 }
 
+/* Where c comes from (struct api_ctx's source): its address, or its uid. */
+static void peer_source(bool tcp, long uid, struct MHD_Connection *c, char *out, size_t size)
+{
+	out[0] = '\0';
+	if (!tcp) {
+		if (uid >= 0)
+			snprintf(out, size, "unix:uid=%ld", uid);
+		return;
+	}
+	const union MHD_ConnectionInfo *info =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = info ? info->client_addr : NULL;
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+			  (socklen_t)size);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+			  (socklen_t)size);
+}
+
 static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ctx *ctx)
 {
 	*ctx = (struct api_ctx){
@@ -421,6 +445,7 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .task_cancel_requested = on_cancel_requested,
 	    .hook_data = l->d,
 	};
+	peer_source(l->tcp, ctx->peer_uid, c, ctx->source, sizeof(ctx->source));
 }
 
 /*
