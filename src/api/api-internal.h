@@ -66,12 +66,29 @@ struct api_call {
 	struct api_error *err;
 };
 
+/*
+ * Quotas (quotas.c). api_quotas_effective: defaults (NULL: none) with a
+ * tenant's stored quotas over them. api_quotas_merge: a PATCH's "quotas"
+ * checked and merged into the stored object, into *ret_json (free()); 0,
+ * or -EINVAL with e naming the field, or -ENOMEM. api_put_quotas: q as
+ * the API shows it. api_call_limits: tenant's quotas now, or 500.
+ * api_quota_refuse: 429 quota_exceeded naming quota id, its limit, the
+ * use and what was asked.
+ */
+void api_quotas_effective(const struct quota *defaults, const char *stored_json, struct quota *ret);
+int api_quotas_merge(const char *stored_json, json_t *patch, char **ret_json, struct api_error *e);
+void api_put_quotas(struct buf *b, const struct quota *q, bool skip_timeout);
+int api_call_limits(struct api_call *c, const char *tenant, struct quota *ret);
+int api_quota_refuse(struct api_call *c, enum quota_id id, const struct quota *limit,
+		     const struct quota *use, const struct quota *ask);
+
 /* The handlers of the route table (router.c): one per route. */
 int api_healthz(struct api_call *c);
 int api_tenants_list(struct api_call *c); /* tenants.c */
 int api_tenants_create(struct api_call *c);
 int api_tenant_get(struct api_call *c);
 int api_tenant_delete(struct api_call *c);
+int api_tenant_set(struct api_call *c);
 int api_keys_list(struct api_call *c);
 int api_keys_create(struct api_call *c);
 int api_key_revoke(struct api_call *c);

@@ -36,6 +36,7 @@
 #define AGENTBOX_API_API_H
 
 #include "api/errors.h"
+#include "core/quota.h"
 #include "core/sandbox.h"
 #include "core/task.h"
 #include "core/tenant.h"
@@ -101,6 +102,7 @@ enum api_route_id {
 	API_ROUTE_TENANTS_CREATE,
 	API_ROUTE_TENANT_GET,
 	API_ROUTE_TENANT_DELETE,
+	API_ROUTE_TENANT_SET,
 	API_ROUTE_KEYS_LIST,
 	API_ROUTE_KEYS_CREATE,
 	API_ROUTE_KEY_REVOKE,
@@ -247,6 +249,8 @@ struct api_ctx {
 	size_t nlocal_users;
 	int64_t (*now_ms)(void);	    /* wall clock in ms; NULL = CLOCK_REALTIME */
 	const struct api_host_limits *host; /* NULL: none beyond SPEC_*_MAX */
+	/* Every tenant's quotas where its own do not say (quotas.c); NULL: none. */
+	const struct quota *quota_defaults;
 	/*
 	 * Called by a handler that is about to wait on a sandbox (a blocking
 	 * exec) and will make no more store calls: the server gives the
@@ -293,6 +297,14 @@ int api_handle(struct api_ctx *ctx, const struct api_request *req, struct api_re
  */
 int api_authenticate(struct api_ctx *ctx, const struct api_request *req, int64_t now,
 		     struct api_principal *ret, struct api_error *e);
+
+/*
+ * The quotas of tenant now (core/quota.h): defaults (NULL: none) with the
+ * tenant's own over them (quotas.c). 0, or -ENOENT (no such tenant) or
+ * another -errno with err.
+ */
+int api_tenant_limits(struct store *st, const struct quota *defaults, const char *tenant,
+		      struct quota *ret, struct error *err);
 
 /* Does path name a public route (no auth at all)? */
 bool api_route_is_public(const char *path);

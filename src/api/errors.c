@@ -42,6 +42,7 @@ static const struct {
     [API_ERR_HOST_FULL] = {"host_full", 503},
     [API_ERR_QUEUE_FULL] = {"queue_full", 503},
     [API_ERR_BUSY] = {"busy", 503},
+    [API_ERR_QUOTA_EXCEEDED] = {"quota_exceeded", 429},
     [API_ERR_NETWORK_UNAVAILABLE] = {"network_unavailable", 503},
 };
 
@@ -67,6 +68,7 @@ int api_error_set(struct api_error *e, enum api_error_code code, const char *fie
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
 	e->log[0] = '\0';
+	e->extra[0] = '\0';
 	return -EINVAL;
 }
 
@@ -76,6 +78,7 @@ int api_error_internal(struct api_error *e, int errnum, const char *log)
 		return -EIO;
 	e->code = API_ERR_INTERNAL;
 	e->field[0] = '\0';
+	e->extra[0] = '\0';
 	snprintf(e->message, sizeof(e->message), "internal error");
 	snprintf(e->log, sizeof(e->log), "%s (%s)", log && *log ? log : "internal error",
 		 strerror(errnum > 0 ? errnum : EIO));
@@ -124,6 +127,10 @@ int api_error_respond(const struct api_error *e, struct api_response *ret)
 	if (e->field[0]) {
 		buf_puts(&b, ",\"field\":");
 		json_put_strz(&b, e->field);
+	}
+	if (e->extra[0]) {
+		buf_puts(&b, ",");
+		buf_puts(&b, e->extra);
 	}
 	buf_puts(&b, "}}");
 	free(ret->body);

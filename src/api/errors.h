@@ -4,7 +4,8 @@
  *
  * Every error the API sends is
  *	{"error": {"code": "<name>", "message": "<for humans>", "field": "<path>"}}
- * with "field" only when one field (a JSON path such as
+ * and some codes' own members beside them (quota_exceeded: "quota",
+ * "limit", "use", "asked"), with "field" only when one field (a JSON path such as
  * "limits.memory_mb", "command[2]" or env["1X"], or a query parameter's
  * name) is at fault. Names never change once published; messages may.
  *
@@ -49,16 +50,21 @@ enum api_error_code {
 	API_ERR_QUEUE_FULL,	     /* 503: as many tasks are queued as the daemon keeps */
 	API_ERR_BUSY,		     /* 503: the daemon holds as many request bodies as it may */
 	API_ERR_NETWORK_UNAVAILABLE, /* 503: the host could not give a sandbox its network */
+	API_ERR_QUOTA_EXCEEDED,	     /* 429: past one of the tenant's quotas (extra names it) */
 	API_ERR_COUNT
 };
 
-#define API_FIELD_MAX	256 /* bytes of a field path, NUL included; longer paths are cut */
-#define API_MESSAGE_MAX 256
+#define API_FIELD_MAX	    256 /* bytes of a field path, NUL included; longer paths are cut */
+#define API_MESSAGE_MAX	    256
+#define API_ERROR_EXTRA_MAX 192 /* bytes of an error's extra members, NUL included */
 
 struct api_error {
 	enum api_error_code code;
 	char field[API_FIELD_MAX]; /* "" when no one field is at fault */
 	char message[API_MESSAGE_MAX];
+	/* more members of the error object, as JSON text ("\"quota\":\"cpus\",..."),
+	 * or "": set after api_error_set(), which clears it */
+	char extra[API_ERROR_EXTRA_MAX];
 	char log[ERROR_MSG_MAX]; /* internal errors only: the cause, for the server's log */
 };
 

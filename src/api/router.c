@@ -53,6 +53,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_TENANTS_CREATE, "POST", "/v1/tenants", ROUTE_ADMIN | ROUTE_JSON_BODY},
     {API_ROUTE_TENANT_GET, "GET", "/v1/tenants/{id}", ROUTE_ADMIN},
     {API_ROUTE_TENANT_DELETE, "DELETE", "/v1/tenants/{id}", ROUTE_ADMIN},
+    {API_ROUTE_TENANT_SET, "PATCH", "/v1/tenants/{id}", ROUTE_ADMIN | ROUTE_JSON_BODY},
     {API_ROUTE_KEYS_LIST, "GET", "/v1/keys", ROUTE_ADMIN},
     {API_ROUTE_KEYS_CREATE, "POST", "/v1/keys", ROUTE_ADMIN | ROUTE_JSON_BODY},
     {API_ROUTE_KEY_REVOKE, "DELETE", "/v1/keys/{id}", ROUTE_ADMIN},
@@ -86,6 +87,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_TENANTS_CREATE] = api_tenants_create,
     [API_ROUTE_TENANT_GET] = api_tenant_get,
     [API_ROUTE_TENANT_DELETE] = api_tenant_delete,
+    [API_ROUTE_TENANT_SET] = api_tenant_set,
     [API_ROUTE_KEYS_LIST] = api_keys_list,
     [API_ROUTE_KEYS_CREATE] = api_keys_create,
     [API_ROUTE_KEY_REVOKE] = api_key_revoke,
@@ -229,7 +231,7 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 				     "the body must be sent as Content-Type: application/json");
 	enum api_route_id id = m->route->id;
 	if (m->param && (id == API_ROUTE_TENANT_GET || id == API_ROUTE_TENANT_DELETE ||
-			 id == API_ROUTE_KEY_REVOKE)) {
+			 id == API_ROUTE_TENANT_SET || id == API_ROUTE_KEY_REVOKE)) {
 		bool key = id == API_ROUTE_KEY_REVOKE;
 		if (m->param_len >= sizeof(c->name))
 			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a %s",

@@ -77,8 +77,10 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		r = parse_as_task(task, &tr, e);
 		task = NULL;
 	}
-	if (r == 0 && t)
+	if (r == 0 && t) {
 		r = get_seconds(t, "timeout_s", SANDBOX_TIMEOUT_MAX_S, &sr.timeout_ms, e);
+		sr.timeout_given = true;
+	}
 	json_decref(task);
 	if (r == 0) {
 		/* keep env and limits of the canonical task spec; metadata apart */
@@ -111,6 +113,7 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		sr.memory_bytes = tr.memory_bytes;
 		sr.disk_bytes = tr.disk_bytes;
 		sr.pids = tr.pids;
+		sr.cpu_milli = tr.cpu_milli;
 		sr.default_limits = tr.memory_bytes == SPEC_DEFAULT_MEMORY &&
 				    tr.cpu_milli == SPEC_DEFAULT_CPU_MILLI &&
 				    tr.pids == SPEC_DEFAULT_PIDS &&

@@ -33,9 +33,11 @@ struct sandbox_request {
 				not none, secrets (public form) only when some */
 	char *metadata_json; /* canonical object, "{}" when absent */
 	int64_t timeout_ms;
+	bool timeout_given;  /* timeout_ms was asked for, not SANDBOX_TIMEOUT_DEFAULT_S */
 	bool default_limits; /* limits are all defaults: a pooled sandbox fits */
 	uint64_t memory_bytes, disk_bytes, pids; /* the limits, defaulted */
-	int network;				 /* enum egress_mode (egress/policy.h) */
+	uint64_t cpu_milli;
+	int network;	    /* enum egress_mode (egress/policy.h) */
 	char *secrets_json; /* the private "secrets" (egress/secret.h), or NULL: never in
 			       spec_json (its "secrets" is the public form); wiped on release */
 };

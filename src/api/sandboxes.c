@@ -220,13 +220,49 @@ int api_sandboxes_list(struct api_call *c)
 
 /* ---- one sandbox -------------------------------------------------------------- */
 
+/*
+ * A sandbox's timeout against its tenant's quota timeout_s: one asked for
+ * past it is refused; the default is cut to it.
+ */
+static int check_timeout(struct api_call *c, const struct quota *limit, int64_t *timeout_ms,
+			 bool given)
+{
+	uint64_t bound = limit->v[QUOTA_TIMEOUT_S];
+	if (bound == QUOTA_NONE || (uint64_t)*timeout_ms <= bound * 1000)
+		return 0;
+	if (!given) {
+		*timeout_ms = (int64_t)(bound * 1000);
+		return 0;
+	}
+	struct quota use = {0}, ask = {0};
+	ask.v[QUOTA_TIMEOUT_S] = ((uint64_t)*timeout_ms + 999) / 1000;
+	return api_quota_refuse(c, QUOTA_TIMEOUT_S, limit, &use, &ask);
+}
+
+/* The fleet refused a create past the tenant's quota over: 429, with its use now. */
+static int refuse_create(struct api_call *c, const struct fleet_ops *ops, enum quota_id over,
+			 const struct quota *limit, const struct sandbox_request *sr)
+{
+	struct quota use = {0}, ask = {0};
+	if (ops->tenant_use)
+		ops->tenant_use(c->ctx->fleet, c->who.tenant, &use);
+	ask.v[QUOTA_SANDBOXES] = 1;
+	ask.v[QUOTA_MEMORY_MB] = sr->memory_bytes >> 20;
+	ask.v[QUOTA_CPUS] = sr->cpu_milli;
+	ask.v[QUOTA_DISK_MB] = sr->disk_bytes >> 20;
+	return api_quota_refuse(c, over, limit, &use, &ask);
+}
+
 int api_sandboxes_create(struct api_call *c)
 {
 	struct sandbox_request sr = {0};
+	struct quota limit;
 	int r = sandbox_request_parse(c->req->body, c->req->body_len, &sr, c->err);
 	if (r < 0)
 		return r;
 	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0 ||
+	    (r = api_call_limits(c, c->who.tenant, &limit)) < 0 ||
+	    (r = check_timeout(c, &limit, &sr.timeout_ms, sr.timeout_given)) < 0 ||
 	    (r = api_check_network(c, sr.network)) < 0 ||
 	    (r = api_check_secrets(c, sr.secrets_json != NULL)) < 0) {
 		sandbox_request_release(&sr);
@@ -237,6 +273,7 @@ int api_sandboxes_create(struct api_call *c)
 		sandbox_request_release(&sr);
 		return -EIO;
 	}
+	enum quota_id over = QUOTA_COUNT;
 	struct fleet_spec spec = {.spec_json = sr.spec_json,
 				  .metadata_json = sr.metadata_json,
 				  .timeout_ms = sr.timeout_ms,
@@ -244,11 +281,17 @@ int api_sandboxes_create(struct api_call *c)
 				  .memory_bytes = sr.memory_bytes,
 				  .secrets_json = sr.secrets_json,
 				  .network = sr.network != EGRESS_NONE,
-				  .tenant = c->who.tenant};
+				  .tenant = c->who.tenant,
+				  .quota = &limit,
+				  .over = &over};
 	struct sandbox_record s = {0};
 	struct error err = {0};
 	r = ops->create(c->ctx->fleet, c->ctx->store, &spec, c->now, &s, &err);
+	if (r == -EXFULL)
+		r = refuse_create(c, ops, over, &limit, &sr);
 	sandbox_request_release(&sr);
+	if (r == -EINVAL)
+		return r;
 	if (r < 0)
 		return api_fleet_error(c, r, &err, "sandbox");
 	char *text = api_sandbox_json(&s);
@@ -297,6 +340,18 @@ int api_sandbox_timeout(struct api_call *c)
 	int64_t ms = 0;
 	int r = sandbox_timeout_parse(c->req->body, c->req->body_len, &ms, c->err);
 	if (r < 0)
+		return r;
+	struct sandbox_record s = {0};
+	struct quota limit;
+	r = store_sandbox_get(c->ctx->store, c->id, &s, &err);
+	if (r == 0)
+		r = api_call_limits(c, s.tenant, &limit);
+	else if (r != -ENOENT) /* none: the fleet says so, below */
+		r = api_error_internal(c->err, -r, err.msg);
+	else
+		r = 0, quota_none(&limit);
+	sandbox_record_release(&s);
+	if (r < 0 || (r = check_timeout(c, &limit, &ms, true)) < 0)
 		return r;
 	const struct fleet_ops *ops = api_fleet(c);
 	if (!ops)

@@ -55,8 +55,63 @@ static int check_queue(struct api_call *c, struct error *se)
 	return 0;
 }
 
+/*
+ * A task with no timeout, under a tenant's quota timeout_s, gets that as
+ * its timeout: its canonical spec is made again with it.
+ */
+static int default_timeout(struct task_request *tr, uint64_t bound_s, struct api_error *e)
+{
+	json_t *spec = json_loads(tr->spec_json, 0, NULL);
+	json_t *limits = json_object_get(spec, "limits");
+	int r = limits && json_object_set_new(limits, "timeout_s",
+					      json_integer((json_int_t)bound_s)) == 0
+		    ? 0
+		    : -ENOMEM;
+	char *text = r == 0 ? json_dumps(spec, JSON_COMPACT) : NULL;
+	json_decref(spec);
+	struct task_request again = {0};
+	if (!text || (r = task_request_from_spec_json(text, &again, e)) < 0) {
+		free(text);
+		return r < 0 ? r : -ENOMEM;
+	}
+	free(text);
+	free(tr->spec_json);
+	tr->spec_json = again.spec_json;
+	tr->spec_len = again.spec_len;
+	tr->timeout_ms = again.timeout_ms;
+	again.spec_json = NULL;
+	task_request_release(&again);
+	return 0;
+}
+
+/*
+ * A task against its tenant's quotas, before it is queued: its timeout
+ * (defaulted to the bound), and what it would hold once running, alone
+ * (one that could never start is refused now, not queued for ever).
+ */
+static int check_task_quota(struct api_call *c, const struct quota *limit, struct task_request *tr)
+{
+	uint64_t bound = limit->v[QUOTA_TIMEOUT_S];
+	struct quota none = {0}, ask = {0};
+	enum quota_id over;
+	if (bound != QUOTA_NONE && !tr->timeout_ms) {
+		int r = default_timeout(tr, bound, c->err);
+		if (r < 0)
+			return r;
+	}
+	ask.v[QUOTA_TIMEOUT_S] = (tr->timeout_ms + 999) / 1000;
+	ask.v[QUOTA_TASKS_RUNNING] = 1;
+	ask.v[QUOTA_MEMORY_MB] = tr->memory_bytes >> 20;
+	ask.v[QUOTA_CPUS] = tr->cpu_milli;
+	ask.v[QUOTA_DISK_MB] = tr->disk_bytes >> 20;
+	if (!quota_check(limit, &none, &ask, &over))
+		return api_quota_refuse(c, over, limit, &none, &ask);
+	return 0;
+}
+
 int api_tasks_create(struct api_call *c)
 {
+	struct quota limit;
 	struct task_request tr;
 	int r = task_request_parse(c->req->body, c->req->body_len, &tr, c->err);
 	if (r < 0)
@@ -69,7 +124,8 @@ int api_tasks_create(struct api_call *c)
 	struct error se = {0};
 	if ((r = api_check_network(c, tr.network)) < 0 ||
 	    (r = api_check_secrets(c, tr.secrets_json != NULL)) < 0 ||
-	    (r = check_queue(c, &se)) < 0) {
+	    (r = check_queue(c, &se)) < 0 || (r = api_call_limits(c, c->who.tenant, &limit)) < 0 ||
+	    (r = check_task_quota(c, &limit, &tr)) < 0) {
 		task_request_release(&tr);
 		return r;
 	}
@@ -77,6 +133,7 @@ int api_tasks_create(struct api_call *c)
 			 .retry_on = tr.retry_on,
 			 .created_at = c->now,
 			 .spec_json = tr.spec_json};
+	uint64_t queued = 0;
 	snprintf(t.tenant, sizeof(t.tenant), "%s", c->who.tenant); /* the caller's */
 	for (int i = 0; i < ID_TRIES; i++) {
 		r = task_id_new(t.id);
@@ -84,13 +141,20 @@ int api_tasks_create(struct api_call *c)
 			r = api_secrets_keep(c->ctx->state_dir, t.id, tr.secrets_json, &se);
 		bool kept = r == 0 && tr.secrets_json;
 		if (r == 0)
-			r = store_task_insert(c->ctx->store, &t, &se);
+			r = store_task_insert_within(c->ctx->store, &t, limit.v[QUOTA_TASKS_QUEUED],
+						     &queued, &se);
 		if (r < 0 && kept) /* ours: the file, and the directory made for it */
 			layout_secrets_forget(c->ctx->state_dir, t.id, true);
 		if (r != -EEXIST)
 			break;
 	}
 	task_request_release(&tr);
+	if (r == -EDQUOT) {
+		struct quota use = {0}, ask = {0};
+		use.v[QUOTA_TASKS_QUEUED] = queued;
+		ask.v[QUOTA_TASKS_QUEUED] = 1;
+		return api_quota_refuse(c, QUOTA_TASKS_QUEUED, &limit, &use, &ask);
+	}
 	if (r < 0)
 		return r == -ENOMEM ? r : api_error_internal(c->err, -r, se.msg);
 	memcpy(c->id, t.id, TASK_ID_SIZE);

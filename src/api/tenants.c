@@ -4,6 +4,8 @@
  *	GET    /v1/tenants              every tenant, by name
  *	POST   /v1/tenants              {"name"} -> 201 the tenant; 409 if taken
  *	GET    /v1/tenants/{name}       one
+ *	PATCH  /v1/tenants/{name}       {"quotas": {...}}: its own quotas, merged
+ *	                                (quotas.c); null takes one away
  *	DELETE /v1/tenants/{name}       409 while it has a key not revoked, or a
  *	                                task or sandbox that has not ended; the
  *	                                default tenant stays
@@ -11,42 +13,89 @@
  *	POST   /v1/keys                 {"tenant", "role", "expires_in_s", "label"}
  *	                                -> 201 with "key", the one time it is shown
  *	DELETE /v1/keys/{id}            revoke: 401 at the key's next request
- *	GET    /v1/me                   who asks: tenant, role, key id
+ *	GET    /v1/me                   who asks: tenant, role, key id, and its
+ *	                                tenant's quotas and use
  *
- * The router lets only admins reach the first seven (API_ROUTE_ADMIN).
+ * A tenant's JSON has its quotas in effect ("quotas": the daemon's
+ * defaults with its own over them) and its own ("own_quotas"); one tenant
+ * (GET, PATCH, /v1/me) also what it holds now ("use").
+ *
+ * The router lets only admins reach the first eight (API_ROUTE_ADMIN).
  */
 #include "api/api-internal.h"
 
 #include "api/json-util.h"
 #include "api/task-request-internal.h"
 #include "auth/key.h"
+#include "base/cleanup.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-static void put_tenant(struct buf *b, const struct tenant_record *t)
+/*
+ * What tenant holds now: its running sandboxes and tasks with their
+ * memory, CPUs and disk (the fleet counts them), and its queued tasks.
+ */
+static int tenant_use(struct api_call *c, const char *tenant, struct quota *ret)
+{
+	struct error err = {0};
+	*ret = (struct quota){0};
+	if (c->ctx->fleet_ops && c->ctx->fleet_ops->tenant_use)
+		c->ctx->fleet_ops->tenant_use(c->ctx->fleet, tenant, ret);
+	int r = store_task_count_tenant(c->ctx->store, tenant, TASK_QUEUED,
+					&ret->v[QUOTA_TASKS_QUEUED], &err);
+	return r < 0 ? api_error_internal(c->err, -r, err.msg) : 0;
+}
+
+/* ,"quotas":{...},"own_quotas":{...}[,"use":{...}] of a tenant. */
+static void put_quotas(struct api_call *c, struct buf *b, const char *own_json,
+		       const struct quota *use)
+{
+	struct quota q;
+	api_quotas_effective(c->ctx->quota_defaults, own_json, &q);
+	buf_puts(b, ",\"quotas\":");
+	api_put_quotas(b, &q, false);
+	buf_puts(b, ",\"own_quotas\":");
+	buf_puts(b, own_json && *own_json ? own_json : "{}");
+	if (use) {
+		buf_puts(b, ",\"use\":");
+		api_put_quotas(b, use, true);
+	}
+}
+
+static void put_tenant(struct api_call *c, struct buf *b, const struct tenant_record *t,
+		       const struct quota *use)
 {
 	buf_puts(b, "{\"name\":");
 	json_put_str(b, t->name, strlen(t->name));
-	buf_printf(b, ",\"created_at\":%lld}", (long long)t->created_at);
+	buf_printf(b, ",\"created_at\":%lld", (long long)t->created_at);
+	put_quotas(c, b, t->quotas_json, use);
+	buf_puts(b, "}");
 }
+
+struct tenant_list {
+	struct api_call *c;
+	struct buf b;
+};
 
 static int each_tenant(const struct tenant_record *t, void *data)
 {
-	struct buf *b = data;
-	if (b->len && b->data[b->len - 1] == '}')
-		buf_puts(b, ",");
-	put_tenant(b, t);
+	struct tenant_list *l = data;
+	if (l->b.len && l->b.data[l->b.len - 1] == '}')
+		buf_puts(&l->b, ",");
+	put_tenant(l->c, &l->b, t, NULL);
 	return 0;
 }
 
 int api_tenants_list(struct api_call *c)
 {
+	struct tenant_list l = {.c = c};
 	struct buf b = {0};
 	struct error err = {0};
-	buf_puts(&b, "{\"tenants\":[");
-	int r = store_tenant_list(c->ctx->store, each_tenant, &b, &err);
+	buf_puts(&l.b, "{\"tenants\":[");
+	int r = store_tenant_list(c->ctx->store, each_tenant, &l, &err);
+	b = l.b;
 	if (r < 0) {
 		buf_release(&b);
 		return api_error_internal(c->err, -r, err.msg);
@@ -55,7 +104,28 @@ int api_tenants_list(struct api_call *c)
 	return api_respond(c, 200, API_JSON, &b);
 }
 
-static const char *const tenant_fields[] = {"name", NULL};
+static const char *const tenant_fields[] = {"name", "quotas", NULL};
+
+/* One tenant, with what it holds now, as the answer: status 200 or 201. */
+static int respond_tenant(struct api_call *c, const char *name, int status)
+{
+	struct tenant_record t = {0};
+	struct error err = {0};
+	struct quota use;
+	int r = store_tenant_get(c->ctx->store, name, &t, &err);
+	if (r == -ENOENT)
+		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no tenant %s", name);
+	if (r < 0)
+		return api_error_internal(c->err, -r, err.msg);
+	if ((r = tenant_use(c, name, &use)) < 0) {
+		tenant_record_release(&t);
+		return r;
+	}
+	struct buf b = {0};
+	put_tenant(c, &b, &t, &use);
+	tenant_record_release(&t);
+	return api_respond(c, status, API_JSON, &b);
+}
 
 int api_tenants_create(struct api_call *c)
 {
@@ -75,37 +145,61 @@ int api_tenants_create(struct api_call *c)
 				  "a letter or digit and not ending with '-'",
 				  TENANT_NAME_MAX);
 	struct error err = {0};
-	if (r == 0 && (r = store_tenant_insert(c->ctx->store, name, c->now, NULL, &err)) < 0)
+	_cleanup_free_ char *quotas = NULL;
+	json_t *asked = json_object_get(root, "quotas");
+	if (r == 0 && asked && (r = api_quotas_merge("{}", asked, &quotas, c->err)) < 0) {
+		json_decref(root);
+		return r;
+	}
+	if (r == 0 && (r = store_tenant_insert(c->ctx->store, name, c->now, quotas, &err)) < 0)
 		r = r == -EEXIST ? api_error_set(c->err, API_ERR_CONFLICT, "name",
 						 "there is, or was, a tenant '%s': a name is never "
 						 "given again",
 						 name)
 				 : api_error_internal(c->err, -r, err.msg);
-	struct tenant_record t = {0};
-	if (r == 0 && (r = store_tenant_get(c->ctx->store, name, &t, &err)) < 0)
-		r = api_error_internal(c->err, -r, err.msg);
+	if (r == 0)
+		r = respond_tenant(c, name, 201);
 	json_decref(root);
-	if (r < 0)
-		return r;
-	struct buf b = {0};
-	put_tenant(&b, &t);
-	tenant_record_release(&t);
-	return api_respond(c, 201, API_JSON, &b);
+	return r;
 }
 
 int api_tenant_get(struct api_call *c)
 {
-	struct tenant_record t;
+	return respond_tenant(c, c->name, 200);
+}
+
+static const char *const tenant_set_fields[] = {"quotas", NULL};
+
+int api_tenant_set(struct api_call *c)
+{
+	int r;
+	json_t *root = task_request_load(c->req->body, c->req->body_len, c->err, &r);
+	if (!root)
+		return r;
+	struct tenant_record t = {0};
 	struct error err = {0};
-	int r = store_tenant_get(c->ctx->store, c->name, &t, &err);
-	if (r == -ENOENT)
-		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no tenant %s", c->name);
-	if (r < 0)
-		return api_error_internal(c->err, -r, err.msg);
-	struct buf b = {0};
-	put_tenant(&b, &t);
+	_cleanup_free_ char *quotas = NULL;
+	json_t *asked = json_object_get(root, "quotas");
+	if ((r = task_request_check_unknown(root, "", tenant_set_fields, c->err)) == 0 && !asked)
+		r = api_error_set(c->err, API_ERR_MISSING_FIELD, "quotas",
+				  "quotas is an object of quota names to limits");
+	if (r == 0 && (r = store_tenant_get(c->ctx->store, c->name, &t, &err)) < 0)
+		r = r == -ENOENT
+			? api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no tenant %s", c->name)
+			: api_error_internal(c->err, -r, err.msg);
+	if (r == 0)
+		r = api_quotas_merge(t.quotas_json, asked, &quotas, c->err);
+	if (r == 0 && strlen(quotas) > TENANT_QUOTAS_MAX)
+		r = api_error_set(c->err, API_ERR_INVALID_FIELD, "quotas",
+				  "a tenant's quotas are at most %d bytes of JSON",
+				  TENANT_QUOTAS_MAX);
+	if (r == 0 && (r = store_tenant_set_quotas(c->ctx->store, c->name, quotas, &err)) < 0)
+		r = r == -ENOENT
+			? api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no tenant %s", c->name)
+			: api_error_internal(c->err, -r, err.msg);
 	tenant_record_release(&t);
-	return api_respond(c, 200, API_JSON, &b);
+	json_decref(root);
+	return r < 0 ? r : respond_tenant(c, c->name, 200);
 }
 
 int api_tenant_delete(struct api_call *c)
@@ -294,8 +388,22 @@ int api_me(struct api_call *c)
 	buf_printf(&b, ",\"role\":\"%s\",\"key_id\":", key_role_name(c->who.role));
 	json_put_str_or_null(&b, c->who.key_id[0] ? c->who.key_id : NULL);
 	if (c->who.uid >= 0)
-		buf_printf(&b, ",\"uid\":%ld}", c->who.uid);
+		buf_printf(&b, ",\"uid\":%ld", c->who.uid);
 	else
-		buf_puts(&b, ",\"uid\":null}");
+		buf_puts(&b, ",\"uid\":null");
+	struct tenant_record t = {0};
+	struct error err = {0};
+	struct quota use;
+	int r = store_tenant_get(c->ctx->store, c->who.tenant, &t, &err);
+	if (r < 0)
+		r = api_error_internal(c->err, -r, err.msg);
+	if (r == 0 && (r = tenant_use(c, c->who.tenant, &use)) == 0)
+		put_quotas(c, &b, t.quotas_json, &use);
+	tenant_record_release(&t);
+	if (r < 0) {
+		buf_release(&b);
+		return r;
+	}
+	buf_puts(&b, "}");
 	return api_respond(c, 200, API_JSON, &b);
 }

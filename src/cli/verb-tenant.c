@@ -1,6 +1,6 @@
 /*
  * agentbox tenant: agentboxd's tenants, one subcommand each: create, ls,
- * show, rm. A tenant owns tasks, sandboxes and API keys (verb-key.c).
+ * show, set (its quotas), rm. A tenant owns tasks, sandboxes and API keys (verb-key.c).
  * These are admin routes: agentboxd answers them for an admin key
  * (AGENTBOX_KEY) or root on its unix socket, and refuses a member with
  * (forbidden).
@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "client/client.h"
+#include "core/quota.h"
 #include "core/tenant.h"
 
 #include <errno.h>
@@ -31,7 +32,8 @@ static const char help[] =
     "commands:\n"
     "  create    create a tenant and print its name\n"
     "  ls        list tenants\n"
-    "  show      show a tenant\n"
+    "  show      show a tenant: its quotas, and what it holds of them\n"
+    "  set       set a tenant's quotas\n"
     "  rm        delete tenants that have nothing left: no key, task or sandbox\n"
     "\n"
     "`agentbox tenant COMMAND --help` describes one.\n"
@@ -292,6 +294,38 @@ static const char show_help[] =
     "exit status: 0 shown; 125 agentbox or agentboxd failed or refused (one\n"
     "line on stderr; an error of agentboxd's ends in its code, e.g. (not_found)).\n";
 
+/* A quota's limit or use as agentboxd sent it: a number, "none", or "-". */
+static void format_amount(const json_t *v, char *buf, size_t size)
+{
+	if (json_is_integer(v))
+		snprintf(buf, size, "%lld", (long long)json_integer_value(v));
+	else if (json_is_real(v))
+		snprintf(buf, size, "%.3f", json_real_value(v));
+	else if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0)
+		snprintf(buf, size, "none");
+	else
+		snprintf(buf, size, "-");
+}
+
+/* QUOTA, LIMIT (its own or the daemon's default), USE: a line each. */
+static void print_quotas(const json_t *tenant)
+{
+	const json_t *quotas = json_object_get(tenant, "quotas");
+	const json_t *own = json_object_get(tenant, "own_quotas");
+	const json_t *use = json_object_get(tenant, "use");
+	if (!json_is_object(quotas))
+		return;
+	printf("\n%-14s %-10s %-10s %s\n", "QUOTA", "LIMIT", "USE", "SET BY");
+	for (int i = 0; i < QUOTA_COUNT; i++) {
+		const char *name = quota_name((enum quota_id)i);
+		char limit[32], held[32];
+		format_amount(json_object_get(quotas, name), limit, sizeof(limit));
+		format_amount(json_object_get(use, name), held, sizeof(held));
+		printf("%-14s %-10s %-10s %s\n", name, limit, held,
+		       json_object_get(own, name) ? "tenant" : "default");
+	}
+}
+
 /* ms since the epoch as agentboxd writes times elsewhere: 2024-05-01T12:00:00.123Z. */
 static void format_time(int64_t ms, char *buf, size_t size)
 {
@@ -337,6 +371,102 @@ static int tenant_show(int argc, char **argv)
 		printf("created  %s (%s)\n", when, ago);
 	else
 		printf("created  -\n");
+	print_quotas(tenant);
+	if (fflush(stdout) == EOF || ferror(stdout))
+		return cli_fail("%s: cannot write the output", verb);
+	return 0;
+}
+
+/* ---- set ----------------------------------------------------------------- */
+
+static const char set_help[] =
+    "usage: agentbox tenant set [OPTIONS] NAME QUOTA=VALUE...\n"
+    "\n"
+    "Set tenant NAME's own quotas, over agentboxd's defaults (agentboxd\n"
+    "--tenant-quota), and show the tenant. QUOTA is one of:\n"
+    "  sandboxes      interactive sandboxes running (or paused) at once\n"
+    "  tasks_running  tasks running at once; more wait in the queue\n"
+    "  tasks_queued   tasks waiting at once; a submit past it is refused\n"
+    "  memory_mb      memory of its running sandboxes and tasks together (MiB)\n"
+    "  cpus           CPUs of those together (to the thousandth: 1.5)\n"
+    "  disk_mb        disk of those together (MiB)\n"
+    "  timeout_s      the longest timeout one task or sandbox may have (also\n"
+    "                 the timeout of a task that asks for none)\n"
+    "VALUE is a number, none (no bound) or default (agentboxd's again). A\n"
+    "create past a quota is refused (quota_exceeded), naming the quota, its\n"
+    "limit and the tenant's use.\n"
+    "\n"
+    "options:\n"
+    "  --json          print the tenant as agentboxd answered it\n" CLIENT_HELP_SOCKET "\n"
+    "exit status: 0 set; 125 agentbox or agentboxd failed or refused (one line\n"
+    "on stderr).\n";
+
+/* QUOTA=VALUE into body's member QUOTA: a number, "none", or null for "default". */
+static int add_quota(const char *verb, const char *arg, json_t *body)
+{
+	const char *eq = strchr(arg, '=');
+	struct quota q;
+	quota_none(&q);
+	char name[32];
+	size_t len = eq ? (size_t)(eq - arg) : 0;
+	if (!eq || len >= sizeof(name))
+		return cli_fail("%s: '%s' is not QUOTA=VALUE", verb, arg);
+	memcpy(name, arg, len);
+	name[len] = '\0';
+	enum quota_id id = quota_find(name);
+	json_t *v;
+	if (id == QUOTA_COUNT)
+		return cli_fail("%s: '%s' is no quota (see agentbox %s --help)", verb, name, verb);
+	if (strcmp(eq + 1, "default") == 0)
+		v = json_null();
+	else if (strcmp(eq + 1, "none") == 0)
+		v = json_string("none");
+	else if (quota_set_text(&q, arg) < 0)
+		return cli_fail("%s: %s: '%s' is not a number, none or default", verb, name,
+				eq + 1);
+	else if (id == QUOTA_CPUS && q.v[id] % 1000)
+		v = json_real((double)q.v[id] / 1000.0);
+	else
+		v = json_integer((json_int_t)(id == QUOTA_CPUS ? q.v[id] / 1000 : q.v[id]));
+	if (!v || json_object_set_new(body, name, v) < 0)
+		return cli_fail("%s: out of memory", verb);
+	return 0;
+}
+
+static int tenant_set(int argc, char **argv)
+{
+	const char *verb = "tenant set";
+	struct opts o;
+	int rc = parse_options(verb, set_help, false, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind < 2)
+		return cli_fail("%s: give a tenant NAME and QUOTA=VALUE (see agentbox %s --help)",
+				verb, verb);
+	const char *name = argv[optind];
+	if ((rc = cli_check_tenant_name(verb, "", name)) != 0)
+		return rc;
+	_cleanup_json_ json_t *quotas = json_object();
+	if (!quotas)
+		return cli_fail("%s: out of memory", verb);
+	for (int i = optind + 1; i < argc; i++)
+		if ((rc = add_quota(verb, argv[i], quotas)) != 0)
+			return rc;
+	_cleanup_json_ json_t *body = json_pack("{s:O}", "quotas", quotas);
+	if (!body)
+		return cli_fail("%s: out of memory", verb);
+	char target[CLIENT_TARGET_MAX];
+	tenant_target(target, sizeof(target), name);
+	struct error err = {0};
+	_cleanup_json_ json_t *tenant = NULL;
+	if (call_once(o.socket_path, "PATCH", target, body, &tenant, &err) < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	if (o.json)
+		return print_tenant(verb, tenant, true);
+	char shown[NAME_COLUMN_SIZE];
+	escape_member(tenant, "name", shown, sizeof(shown));
+	printf("name     %s\n", shown);
+	print_quotas(tenant);
 	if (fflush(stdout) == EOF || ferror(stdout))
 		return cli_fail("%s: cannot write the output", verb);
 	return 0;
@@ -376,10 +506,8 @@ static int tenant_rm(int argc, char **argv)
 /* ---- the dispatch -------------------------------------------------------- */
 
 static const struct verb subverbs[] = {
-    {"create", NULL, tenant_create},
-    {"ls", NULL, tenant_ls},
-    {"show", NULL, tenant_show},
-    {"rm", NULL, tenant_rm},
+    {"create", NULL, tenant_create}, {"ls", NULL, tenant_ls}, {"show", NULL, tenant_show},
+    {"set", NULL, tenant_set},	     {"rm", NULL, tenant_rm},
 };
 
 int verb_tenant(int argc, char **argv)

@@ -94,7 +94,8 @@ struct daemon_config {
 	const char *resolver; /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
 	struct api_local_user local_users[DAEMON_SOCKET_USERS_MAX]; /* --socket-user */
 	size_t nlocal_users;
-	const char *egress_cacert; /* --egress-cacert FILE, or NULL: the host's CAs */
+	struct quota quota_defaults; /* --tenant-quota: every tenant's, where its own do not say */
+	const char *egress_cacert;   /* --egress-cacert FILE, or NULL: the host's CAs */
 };
 
 struct store_pool {

@@ -54,13 +54,18 @@
 static const char usage_text[] =
     "usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]\n"
     "                 [--max-running N] [--pool N] [--pool-network N]\n"
-    "                 [--socket-user UID=TENANT]... [--supervisor PATH] [--shim PATH]\n"
+    "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
+    "                 [--supervisor PATH] [--shim PATH]\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
     "\n"
     "  --socket PATH      unix socket to serve, root's alone and --socket-user's\n"
     "                     (default " DAEMON_SOCKET_DEFAULT "); root is an admin there\n"
     "  --socket-user UID=TENANT  let the local user UID (a number or a name)\n"
     "                     connect, as a member of TENANT; repeat (at most 64)\n"
+    "  --tenant-quota NAME=VALUE  every tenant's quota NAME where its own does not\n"
+    "                     say (agentbox tenant set): sandboxes, tasks_running,\n"
+    "                     tasks_queued, memory_mb, cpus, disk_mb or timeout_s; a\n"
+    "                     number or 'none' (the default: no bound); repeat\n"
     "  --state-dir DIR    the database and task files (default " DAEMON_STATE_DIR_DEFAULT ")\n"
     "  --listen ADDR:PORT also serve TCP; every request then needs\n"
     "                     'Authorization: Bearer <key>' (agentbox key create);\n"
@@ -168,6 +173,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"egress-cacert", required_argument, NULL, 'A'},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
+	    {"tenant-quota", required_argument, NULL, 'q'},
 	    {"insecure-listen", no_argument, NULL, 'i'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -213,6 +219,17 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			break;
 		case 'i':
 			d->cfg.insecure_listen = true;
+			break;
+		case 'q':
+			if (quota_set_text(&d->cfg.quota_defaults, optarg) < 0) {
+				fprintf(
+				    stderr,
+				    "agentboxd: --tenant-quota: '%s' is not NAME=VALUE with NAME "
+				    "one of sandboxes, tasks_running, tasks_queued, memory_mb, "
+				    "cpus, disk_mb, timeout_s and VALUE a number or 'none'\n",
+				    optarg);
+				return 2;
+			}
 			break;
 		case 'U': {
 			struct error err = {0};
@@ -541,14 +558,25 @@ static void log_line(void *data, const char *msg)
  * thread uses it: the tasks' attempts (src/sched) and the interactive
  * sandboxes (src/fleet, which then keeps the pool of the default spec).
  */
-static bool admit_task(void *data, uint64_t memory, bool force)
+static int admit_task(void *data, const char *tenant, const struct quota *limit,
+		      const char *spec_json, bool force, struct quota *ret_amounts,
+		      enum quota_id *ret_over)
 {
-	return fleet_admit_task(((struct daemon *)data)->fleet, memory, force);
+	return fleet_admit_task(((struct daemon *)data)->fleet, tenant, limit, spec_json, force,
+				ret_amounts, ret_over);
 }
 
-static void release_task(void *data, uint64_t memory)
+static void release_task(void *data, const char *tenant, const struct quota *amounts)
 {
-	fleet_release_task(((struct daemon *)data)->fleet, memory);
+	fleet_release_task(((struct daemon *)data)->fleet, tenant, amounts);
+}
+
+/* A tenant's quotas now, read with the scheduler's store (in its claim). */
+static int task_limits(void *data, struct store *st, const char *tenant, struct quota *ret)
+{
+	struct error err = {0};
+	return api_tenant_limits(st, &((struct daemon *)data)->cfg.quota_defaults, tenant, ret,
+				 &err);
 }
 
 static int recover(struct daemon *d, struct run *run, struct error *err)
@@ -595,6 +623,7 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 				  .egress_json = run->egress_json,
 				  .max_running = d->cfg.max_running,
 				  .log = log_line,
+				  .limits = task_limits,
 				  .admit = admit_task,
 				  .release = release_task,
 				  .network_ready = daemon_network_ready,
@@ -695,6 +724,7 @@ int main(int argc, char **argv)
 			   .wake_fd = -1,
 			   .network_lock = PTHREAD_MUTEX_INITIALIZER};
 	bool print_token = false;
+	quota_none(&d.cfg.quota_defaults);
 	int status = parse_options(argc, argv, &d, &print_token);
 	if (status >= 0)
 		return status;

@@ -436,6 +436,7 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .nlocal_users = l->d->cfg.nlocal_users,
 	    .now_ms = wall_clock_ms,
 	    .host = &l->d->cfg.host,
+	    .quota_defaults = &l->d->cfg.quota_defaults,
 	    .store_release = release_store,
 	    .fleet_ops = &fleet_shim_ops,
 	    .fleet = l->d->fleet,

@@ -19,6 +19,16 @@ struct member {
 	bool parked;	 /* pooled with a parked link: handed out only with a network */
 	bool ending;	 /* a delete is waiting for it: the keeper leaves it alone */
 	uint64_t memory; /* its memory limit (admission) */
+	/* whose it is once handed out ("" while pooled), and what it holds of
+	 * that tenant's quotas: one sandbox, its memory, CPUs and disk */
+	char tenant[TENANT_NAME_SIZE];
+	struct quota amounts;
+};
+
+/* What a tenant holds that is no member: a running task, or a create being admitted. */
+struct charge {
+	char tenant[TENANT_NAME_SIZE];
+	struct quota amounts;
 };
 
 /* The waiters (fleet.h) of one sandbox, by id: members come and go, these last. */
@@ -36,8 +46,10 @@ struct fleet {
 	unsigned admitting;	   /* creates admitted, their member not added yet */
 	uint64_t admitting_memory; /* their memory */
 	uint64_t tasks_memory;	   /* of running tasks: fleet_admit_task() */
-	unsigned waiters;	   /* in all */
-	struct waiters *w;	   /* per sandbox, only those with any */
+	struct charge *charges;	   /* running tasks and creates being admitted, by tenant */
+	size_t ncharges, capcharges;
+	unsigned waiters;  /* in all */
+	struct waiters *w; /* per sandbox, only those with any */
 	size_t nw, capw;
 	pthread_t keeper;
 	bool keeper_started;
@@ -66,7 +78,14 @@ enum fleet_kind {
 };
 
 int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_kind kind,
-		     const char *spec_json);
+		     const char *spec_json, const char *tenant);
+/* What a canonical spec's limits take of a tenant's quotas: memory, CPUs, disk. */
+void fleet_spec_amounts(const char *spec_json, struct quota *ret);
+/* With f->lock held: what tenant holds now (every quota but tasks_queued and timeout_s). */
+void fleet_tenant_held(const struct fleet *f, const char *tenant, struct quota *ret);
+/* With f->lock held: count amounts against tenant (0, or -ENOMEM), or stop counting them. */
+int fleet_charge(struct fleet *f, const char *tenant, const struct quota *amounts);
+void fleet_uncharge(struct fleet *f, const char *tenant, const struct quota *amounts);
 /* With f->lock held: the member for id, or NULL. */
 struct member *fleet_find_member(struct fleet *f, const char *id);
 /* With f->lock held: forget m (closes its lock fd). */
@@ -79,9 +98,9 @@ int fleet_write_json(int dirfd, const char *name, json_t *v);
  * Start the shim of sandbox id in a new directory, and wait until its
  * sandbox is ready. On success the fleet watches it.
  */
-int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
-		     const char *secrets_json, int64_t expires_at, enum fleet_kind kind,
-		     struct error *err);
+int fleet_start_shim(struct fleet *f, const char *id, const char *tenant, const char *spec_json,
+		     const char *env_json, const char *secrets_json, int64_t expires_at,
+		     enum fleet_kind kind, struct error *err);
 /*
  * Tell the shim of id op ("stop", "pause", ..., or "expire" with
  * expires_at) and take its reply. 0 or -errno with err (the shim's own

@@ -8,6 +8,7 @@
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "core/layout.h"
+#include "core/limits.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,7 +57,7 @@ static int store_failed(int r, const char *id, struct error *err)
  * (its eth0 would show, and taking the link back costs more than
  * a sandbox made now).
  */
-static bool take_pooled(struct fleet *f, bool network, char id[SANDBOX_ID_SIZE])
+static bool take_pooled(struct fleet *f, bool network, const char *tenant, char id[SANDBOX_ID_SIZE])
 {
 	bool got = false;
 	pthread_mutex_lock(&f->lock);
@@ -66,6 +67,7 @@ static bool take_pooled(struct fleet *f, bool network, char id[SANDBOX_ID_SIZE])
 			if (m->pooled && m->parked == (pass == 0) && fleet_shim_alive(m->lock_fd)) {
 				m->pooled = m->parked = false;
 				memcpy(id, m->id, SANDBOX_ID_SIZE);
+				snprintf(m->tenant, sizeof(m->tenant), "%s", tenant);
 				got = true;
 			}
 		}
@@ -155,17 +157,47 @@ static uint64_t held_memory(const struct fleet *f, unsigned *ret_n)
 }
 
 /*
- * Admit one more sandbox of memory bytes, if the host may hold it: it is
- * counted as admitted until admit_end(), so that creates at once cannot
- * all pass the same check. 0 or -EDQUOT with err.
+ * What a create of spec asks of its tenant's quotas: one sandbox, and its
+ * memory, CPUs and disk.
  */
-static int admit(struct fleet *f, uint64_t memory, struct error *err)
+static void create_amounts(const struct fleet_spec *spec, struct quota *ret)
+{
+	fleet_spec_amounts(spec->spec_json, ret);
+	ret->v[QUOTA_SANDBOXES] = 1;
+}
+
+/* The tenant's quota refuses: -EXFULL, naming it. */
+static int over_quota(const char *tenant, enum quota_id id, enum quota_id *over, struct error *err)
+{
+	if (over)
+		*over = id;
+	return error_set(err, EXFULL, "the tenant %s is at its quota %s", tenant, quota_name(id));
+}
+
+/*
+ * Admit one more sandbox of memory bytes, if the host may hold it and its
+ * tenant's quotas allow it: it is counted as admitted until admit_end(),
+ * so that creates at once cannot all pass the same check. 0, -EDQUOT or
+ * -EXFULL with err.
+ */
+static int admit(struct fleet *f, const struct fleet_spec *spec, const char *tenant,
+		 const struct quota *ask, struct error *err)
 {
 	unsigned n;
 	int r = 0;
+	uint64_t memory = spec->memory_bytes;
 	pthread_mutex_lock(&f->lock);
 	uint64_t sum = held_memory(f, &n);
-	if (f->cfg.sandboxes_max && n + 1 > f->cfg.sandboxes_max)
+	struct quota held;
+	enum quota_id id = QUOTA_COUNT;
+	if (spec->quota) {
+		fleet_tenant_held(f, tenant, &held);
+		if (!quota_check(spec->quota, &held, ask, &id))
+			r = over_quota(tenant, id, spec->over, err);
+	}
+	if (r < 0)
+		;
+	else if (f->cfg.sandboxes_max && n + 1 > f->cfg.sandboxes_max)
 		r = error_set(err, EDQUOT, "this host holds %u sandboxes, as many as it may",
 			      f->cfg.sandboxes_max);
 	else if (f->cfg.memory_max && sum + memory > f->cfg.memory_max)
@@ -175,6 +207,8 @@ static int admit(struct fleet *f, uint64_t memory, struct error *err)
 			      (unsigned long long)(sum >> 20),
 			      (unsigned long long)(f->cfg.memory_max >> 20),
 			      (unsigned long long)(memory >> 20));
+	if (r == 0 && fleet_charge(f, tenant, ask) < 0)
+		r = error_set(err, ENOMEM, "out of memory");
 	if (r == 0) {
 		f->admitting++;
 		f->admitting_memory += memory;
@@ -183,30 +217,55 @@ static int admit(struct fleet *f, uint64_t memory, struct error *err)
 	return r;
 }
 
-bool fleet_admit_task(struct fleet *f, uint64_t memory, bool force)
+int fleet_admit_task(struct fleet *f, const char *tenant, const struct quota *limit,
+		     const char *spec_json, bool force, struct quota *ret_amounts,
+		     enum quota_id *ret_over)
 {
+	struct quota ask, held;
+	fleet_spec_amounts(spec_json, &ask);
+	ask.v[QUOTA_TASKS_RUNNING] = 1;
+	/* a task's memory is always set by the API; its default otherwise */
+	uint64_t memory =
+	    ask.v[QUOTA_MEMORY_MB] ? ask.v[QUOTA_MEMORY_MB] << 20 : SPEC_DEFAULT_MEMORY;
 	unsigned n;
+	int r = 0;
+	enum quota_id id;
 	pthread_mutex_lock(&f->lock);
 	uint64_t sum = held_memory(f, &n);
-	bool ok = force || !f->cfg.memory_max || sum + memory <= f->cfg.memory_max;
-	if (ok)
+	if (!force && limit) {
+		fleet_tenant_held(f, tenant, &held);
+		if (!quota_check(limit, &held, &ask, &id)) {
+			*ret_over = id;
+			r = -EXFULL;
+		}
+	}
+	if (r == 0 && !force && f->cfg.memory_max && sum + memory > f->cfg.memory_max)
+		r = -EAGAIN;
+	if (r == 0 && fleet_charge(f, tenant, &ask) < 0)
+		r = -ENOMEM;
+	if (r == 0)
 		f->tasks_memory += memory;
 	pthread_mutex_unlock(&f->lock);
-	return ok;
+	*ret_amounts = ask;
+	return r;
 }
 
-void fleet_release_task(struct fleet *f, uint64_t memory)
+void fleet_release_task(struct fleet *f, const char *tenant, const struct quota *amounts)
 {
+	uint64_t memory =
+	    amounts->v[QUOTA_MEMORY_MB] ? amounts->v[QUOTA_MEMORY_MB] << 20 : SPEC_DEFAULT_MEMORY;
 	pthread_mutex_lock(&f->lock);
 	f->tasks_memory -= memory < f->tasks_memory ? memory : f->tasks_memory;
+	fleet_uncharge(f, tenant, amounts);
 	pthread_mutex_unlock(&f->lock);
 }
 
-static void admit_end(struct fleet *f, uint64_t memory)
+static void admit_end(struct fleet *f, uint64_t memory, const char *tenant, const struct quota *ask)
 {
 	pthread_mutex_lock(&f->lock);
 	f->admitting--;
 	f->admitting_memory -= memory;
+	fleet_uncharge(f, tenant, ask);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -222,7 +281,7 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 	bool network = spec->network;
 	if (network && spec->default_limits && !spec->secrets_json)
 		atomic_store(&f->network_used, true); /* from now on the keeper parks links too */
-	while (spec->default_limits && !spec->secrets_json && take_pooled(f, network, id)) {
+	while (spec->default_limits && !spec->secrets_json && take_pooled(f, network, tenant, id)) {
 		if ((r = claim_pooled(f, st, id, spec, now, err)) == 0)
 			return fleet_get_live(f, st, id, false, ret, err);
 		/* that one was no good: it ends, and the next is tried */
@@ -242,8 +301,8 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 	json_t *sj = json_loads(spec->spec_json, 0, NULL);
 	_cleanup_free_ char *env = sj ? json_dumps(json_object_get(sj, "env"), JSON_COMPACT) : NULL;
 	json_decref(sj);
-	r = env ? fleet_start_shim(f, s.id, spec->spec_json, env, spec->secrets_json, s.expires_at,
-				   FLEET_HANDED_OUT, err)
+	r = env ? fleet_start_shim(f, s.id, tenant, spec->spec_json, env, spec->secrets_json,
+				   s.expires_at, FLEET_HANDED_OUT, err)
 		: error_set(err, ENOMEM, "out of memory");
 	if (r < 0) {
 		struct error e2 = {0};
@@ -258,11 +317,14 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 int fleet_create(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
 		 struct sandbox_record *ret, struct error *err)
 {
-	int r = admit(f, spec->memory_bytes, err);
+	const char *tenant = spec->tenant ? spec->tenant : TENANT_DEFAULT;
+	struct quota ask;
+	create_amounts(spec, &ask);
+	int r = admit(f, spec, tenant, &ask, err);
 	if (r < 0)
 		return r;
 	r = create(f, st, spec, now, ret, err);
-	admit_end(f, spec->memory_bytes);
+	admit_end(f, spec->memory_bytes, tenant, &ask);
 	return r;
 }
 

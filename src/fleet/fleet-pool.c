@@ -32,7 +32,8 @@ static int make_pooled(struct fleet *f, struct store *st, enum fleet_kind kind)
 	s.metadata_json = (char *)"{}";
 	int r = store_sandbox_insert(st, &s, &err);
 	if (r == 0)
-		r = fleet_start_shim(f, s.id, f->cfg.default_spec_json, "{}", NULL, 0, kind, &err);
+		r = fleet_start_shim(f, s.id, NULL, f->cfg.default_spec_json, "{}", NULL, 0, kind,
+				     &err);
 	if (r < 0) {
 		fleet_log(f, "warm pool: %s", err.msg);
 		(void)store_sandbox_delete(st, s.id, &err);
@@ -203,6 +204,7 @@ void fleet_free(struct fleet *f)
 		CLOSE_FD(f->m[i].lock_fd);
 	free(f->m);
 	free(f->w);
+	free(f->charges);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->changed);
 	free(f);
@@ -215,6 +217,7 @@ struct found {
 	int64_t *expires;
 	bool *pooled;
 	char **specs;
+	char (*tenants)[TENANT_NAME_SIZE];
 	size_t n, cap;
 };
 
@@ -235,13 +238,17 @@ static int found_one(const struct sandbox_record *s, void *data)
 		void *d = realloc(fo->specs, cap * sizeof(*fo->specs));
 		if (d)
 			fo->specs = d;
-		if (!a || !b || !c || !d)
+		void *e = realloc(fo->tenants, cap * sizeof(*fo->tenants));
+		if (e)
+			fo->tenants = e;
+		if (!a || !b || !c || !d || !e)
 			return -ENOMEM;
 		fo->cap = cap;
 	}
 	snprintf(fo->ids[fo->n], SANDBOX_ID_SIZE, "%s", s->id);
 	fo->expires[fo->n] = s->expires_at;
 	fo->pooled[fo->n] = s->status == SANDBOX_POOLED;
+	snprintf(fo->tenants[fo->n], TENANT_NAME_SIZE, "%s", fo->pooled[fo->n] ? "" : s->tenant);
 	if (!(fo->specs[fo->n] = strdup(s->spec_json ? s->spec_json : "{}")))
 		return -ENOMEM;
 	fo->n++;
@@ -293,7 +300,8 @@ int fleet_recover(struct fleet *f, struct store *st, struct error *err)
 		enum fleet_kind kind = !fo.pooled[i]		      ? FLEET_HANDED_OUT
 				       : parked_on_disk(f, fo.ids[i]) ? FLEET_PARKED
 								      : FLEET_POOLED;
-		if ((r = fleet_add_member(f, fo.ids[i], probe, kind, fo.specs[i])) < 0) {
+		if ((r = fleet_add_member(f, fo.ids[i], probe, kind, fo.specs[i], fo.tenants[i])) <
+		    0) {
 			close(probe);
 			error_set(err, ENOMEM, "out of memory");
 			goto out;
@@ -314,5 +322,6 @@ out:
 	free(fo.ids);
 	free(fo.expires);
 	free(fo.pooled);
+	free(fo.tenants);
 	return r;
 }

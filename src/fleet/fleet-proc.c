@@ -372,4 +372,5 @@ const struct fleet_ops fleet_shim_ops = {
     .open = fleet_open,
     .unlink = fleet_unlink,
     .rename = fleet_rename,
+    .tenant_use = fleet_tenant_use,
 };

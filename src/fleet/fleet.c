@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -83,22 +84,79 @@ int fleet_new(const struct fleet_config *cfg, struct fleet **ret, struct error *
 
 /* ---- members ----------------------------------------------------------- */
 
-/* The memory limit of a canonical spec ("limits": {"memory_mb": N}), or 0. */
-static uint64_t spec_memory(const char *spec_json)
+/* A whole number of limits (memory_mb, disk_mb), or 0. */
+static uint64_t limit_of(json_t *limits, const char *name)
 {
+	json_t *v = json_object_get(limits, name);
+	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
+							       : 0;
+}
+
+void fleet_spec_amounts(const char *spec_json, struct quota *ret)
+{
+	*ret = (struct quota){0};
 	json_t *spec = spec_json ? json_loads(spec_json, 0, NULL) : NULL;
-	json_t *mb = json_object_get(json_object_get(spec, "limits"), "memory_mb");
-	uint64_t bytes = json_is_integer(mb) && json_integer_value(mb) > 0
-			     ? (uint64_t)json_integer_value(mb) << 20
-			     : 0;
+	json_t *limits = json_object_get(spec, "limits");
+	ret->v[QUOTA_MEMORY_MB] = limit_of(limits, "memory_mb");
+	ret->v[QUOTA_DISK_MB] = limit_of(limits, "disk_mb");
+	json_t *cpus = json_object_get(limits, "cpus"); /* 1, or 1.5 */
+	if (json_is_number(cpus) && json_number_value(cpus) > 0)
+		ret->v[QUOTA_CPUS] = (uint64_t)llround(json_number_value(cpus) * 1000.0);
 	json_decref(spec);
-	return bytes;
+}
+
+void fleet_tenant_held(const struct fleet *f, const char *tenant, struct quota *ret)
+{
+	*ret = (struct quota){0};
+	for (size_t i = 0; i < f->n; i++)
+		if (!f->m[i].pooled && strcmp(f->m[i].tenant, tenant) == 0)
+			quota_add(ret, &f->m[i].amounts, 1);
+	for (size_t i = 0; i < f->ncharges; i++)
+		if (strcmp(f->charges[i].tenant, tenant) == 0)
+			quota_add(ret, &f->charges[i].amounts, 1);
+}
+
+int fleet_charge(struct fleet *f, const char *tenant, const struct quota *amounts)
+{
+	if (f->ncharges == f->capcharges) {
+		size_t cap = f->capcharges ? f->capcharges * 2 : 32;
+		struct charge *c = realloc(f->charges, cap * sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		f->charges = c;
+		f->capcharges = cap;
+	}
+	struct charge *c = &f->charges[f->ncharges++];
+	snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
+	c->amounts = *amounts;
+	return 0;
+}
+
+void fleet_uncharge(struct fleet *f, const char *tenant, const struct quota *amounts)
+{
+	for (size_t i = 0; i < f->ncharges; i++) {
+		struct charge *c = &f->charges[i];
+		if (strcmp(c->tenant, tenant) == 0 &&
+		    memcmp(&c->amounts, amounts, sizeof(*amounts)) == 0) {
+			*c = f->charges[--f->ncharges];
+			return;
+		}
+	}
+}
+
+void fleet_tenant_use(struct fleet *f, const char *tenant, struct quota *ret)
+{
+	pthread_mutex_lock(&f->lock);
+	fleet_tenant_held(f, tenant, ret);
+	pthread_mutex_unlock(&f->lock);
 }
 
 int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_kind kind,
-		     const char *spec_json)
+		     const char *spec_json, const char *tenant)
 {
-	uint64_t memory = spec_memory(spec_json);
+	struct quota amounts;
+	fleet_spec_amounts(spec_json, &amounts);
+	amounts.v[QUOTA_SANDBOXES] = 1;
 	pthread_mutex_lock(&f->lock);
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 32;
@@ -114,8 +172,10 @@ int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_ki
 	*m = (struct member){.lock_fd = lock_fd,
 			     .pooled = kind != FLEET_HANDED_OUT,
 			     .parked = kind == FLEET_PARKED,
-			     .memory = memory};
+			     .memory = amounts.v[QUOTA_MEMORY_MB] << 20,
+			     .amounts = amounts};
 	snprintf(m->id, sizeof(m->id), "%s", id);
+	snprintf(m->tenant, sizeof(m->tenant), "%s", tenant ? tenant : "");
 	pthread_mutex_unlock(&f->lock);
 	return 0;
 }
@@ -200,9 +260,9 @@ static int wait_ready(int fd, struct error *err)
  * Start the shim of sandbox id in a new directory, and wait until its
  * sandbox is ready. On success the fleet watches it.
  */
-int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, const char *env_json,
-		     const char *secrets_json, int64_t expires_at, enum fleet_kind kind,
-		     struct error *err)
+int fleet_start_shim(struct fleet *f, const char *id, const char *tenant, const char *spec_json,
+		     const char *env_json, const char *secrets_json, int64_t expires_at,
+		     enum fleet_kind kind, struct error *err)
 {
 	char dir[4200];
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
@@ -265,7 +325,7 @@ int fleet_start_shim(struct fleet *f, const char *id, const char *spec_json, con
 		(void)waitpid(pid, NULL, 0);
 		return r;
 	}
-	if ((r = fleet_add_member(f, id, probe, kind, spec_json)) < 0)
+	if ((r = fleet_add_member(f, id, probe, kind, spec_json, tenant)) < 0)
 		return error_set_errno(err, -r, "out of memory");
 	probe = -1;
 	return 0;

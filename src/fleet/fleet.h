@@ -52,6 +52,7 @@
 #define AGENTBOX_FLEET_FLEET_H
 
 #include "base/error.h"
+#include "core/quota.h"
 #include "core/sandbox.h"
 #include "store/store.h"
 
@@ -131,14 +132,28 @@ int fleet_start(struct fleet *f, struct error *err);
 void fleet_free(struct fleet *f);
 
 /*
- * The memory of running tasks counts against the same total
- * (fleet_config.memory_max) as the sandboxes': take memory bytes for one
- * (false when they do not fit now; force: count them whatever the
- * total, for a task that runs already), and give them back when it ends.
- * Thread-safe; the scheduler calls them (sched_config.admit, release).
+ * A running task counts against the same totals as the sandboxes: the
+ * host's memory (fleet_config.memory_max) and its tenant's quotas
+ * (core/quota.h). Admit the task of tenant with spec_json (its canonical
+ * spec) under limit, the tenant's quotas (NULL: none): 0 with *ret_amounts
+ * what it now holds (one running task, its memory, CPUs and disk), to be
+ * given back with fleet_release_task() when it ends; -EXFULL when the
+ * tenant's quota would be exceeded (*ret_over says which); -EAGAIN when
+ * the host's memory is short. force: count it whatever the totals (a task
+ * that runs already). Thread-safe; the scheduler calls them
+ * (sched_config.admit, release).
  */
-bool fleet_admit_task(struct fleet *f, uint64_t memory, bool force);
-void fleet_release_task(struct fleet *f, uint64_t memory);
+int fleet_admit_task(struct fleet *f, const char *tenant, const struct quota *limit,
+		     const char *spec_json, bool force, struct quota *ret_amounts,
+		     enum quota_id *ret_over);
+void fleet_release_task(struct fleet *f, const char *tenant, const struct quota *amounts);
+
+/*
+ * What tenant holds now: its running sandboxes and tasks, and their
+ * memory, CPUs and disk (tasks_queued and timeout_s are 0: the store and
+ * the requests know those). Thread-safe.
+ */
+void fleet_tenant_use(struct fleet *f, const char *tenant, struct quota *ret);
 
 /* ---- what a sandbox is asked to be and do ------------------------------ */
 
@@ -158,6 +173,12 @@ struct fleet_spec {
 	 */
 	const char *secrets_json;
 	const char *tenant; /* the claimer's tenant; NULL: TENANT_DEFAULT */
+	/*
+	 * The tenant's quotas (NULL: none): a create that would take it past
+	 * one is -EXFULL, and *over (when not NULL) names the quota.
+	 */
+	const struct quota *quota;
+	enum quota_id *over;
 };
 
 /* A command to run in a sandbox (POST .../exec, checked). */
@@ -198,6 +219,7 @@ struct fleet_ops {
 	int (*unlink)(struct fleet *f, const char *id, const char *path, struct error *err);
 	int (*rename)(struct fleet *f, const char *id, const char *from, const char *to,
 		      struct error *err);
+	void (*tenant_use)(struct fleet *f, const char *tenant, struct quota *ret);
 };
 
 /* The fleet of shims: every operation below. */
@@ -206,7 +228,8 @@ extern const struct fleet_ops fleet_shim_ops;
 /*
  * Make a sandbox for spec: from the pool when spec has the default limits
  * and one is ready, else built now (-ECHILD when that fails: its record
- * ends "failed"). *ret gets its stored record.
+ * ends "failed"). *ret gets its stored record. -EDQUOT when the host holds
+ * as many as it may; -EXFULL past the tenant's quota (fleet_spec.quota).
  */
 int fleet_create(struct fleet *f, struct store *st, const struct fleet_spec *spec, int64_t now,
 		 struct sandbox_record *ret, struct error *err);

@@ -34,6 +34,13 @@ _Static_assert(SUPERVISOR_LOCK_FD == 3, "spawn_helper() hands the first fd over 
 #define IMPORT_CHUNK	 (1u << 20)
 #define IMPORT_LINES_MAX 2000
 
+/* What a task holds of the host and of its tenant's quotas (cfg.admit). */
+struct held {
+	bool admitted;
+	char tenant[TENANT_NAME_SIZE];
+	struct quota amounts;
+};
+
 struct running {
 	char id[TASK_ID_SIZE];
 	uint32_t attempt;
@@ -42,7 +49,7 @@ struct running {
 	uint64_t imported; /* progress lines of this attempt in the store */
 	uint64_t refused;  /* lines the store would not take (logged at the end) */
 	bool cancel_sent;
-	uint64_t memory; /* its memory limit, admitted (cfg.admit) until it ends */
+	struct held held; /* admitted (cfg.admit) until it ends */
 };
 
 struct sched {
@@ -130,20 +137,21 @@ static void untrack(struct sched *s, struct running *r)
 	*r = s->run[--s->nrun];
 }
 
-static void release_memory(struct sched *s, uint64_t memory)
+static void release_held(struct sched *s, struct held *h)
 {
-	if (memory && s->cfg.release)
-		s->cfg.release(s->cfg.data, memory);
+	if (h->admitted && s->cfg.release)
+		s->cfg.release(s->cfg.data, h->tenant, &h->amounts);
+	h->admitted = false;
 }
 
-/* A task's memory limit, from its spec (the API wrote it: always there). */
-static uint64_t task_memory(const struct task *t)
+/* Count t, which runs already, whatever the totals. */
+static void admit_running(struct sched *s, const struct task *t, struct held *h)
 {
-	_cleanup_json_ json_t *spec = json_loads(t->spec_json, 0, NULL);
-	json_t *mb = json_object_get(json_object_get(spec, "limits"), "memory_mb");
-	return json_is_integer(mb) && json_integer_value(mb) > 0
-		   ? (uint64_t)json_integer_value(mb) << 20
-		   : SPEC_DEFAULT_MEMORY;
+	enum quota_id over;
+	*h = (struct held){0};
+	snprintf(h->tenant, sizeof(h->tenant), "%s", t->tenant);
+	h->admitted = s->cfg.admit && s->cfg.admit(s->cfg.data, t->tenant, NULL, t->spec_json, true,
+						   &h->amounts, &over) == 0;
 }
 
 /* Is the supervisor of r alive? Its lock answers, whatever became of its pid. */
@@ -415,8 +423,9 @@ static int spawn_real(const char *supervisor_path, const char *attempt_dir, int 
  * hand that very open file to the supervisor as fd 3, then let go of ours:
  * from the first instant, the lock is held exactly while it lives.
  */
-/* Start t's attempt, which holds memory (admitted): on failure, the caller gives it back. */
-static int start_attempt(struct sched *s, const struct task *t, uint64_t memory, struct error *err)
+/* Start t's attempt, which holds *held (admitted): on failure, the caller gives it back. */
+static int start_attempt(struct sched *s, const struct task *t, const struct held *held,
+			 struct error *err)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	json_t *spec = t->spec_json ? json_loads(t->spec_json, 0, NULL) : NULL;
@@ -455,7 +464,7 @@ static int start_attempt(struct sched *s, const struct task *t, uint64_t memory,
 		return error_set_errno(err, -r, "cannot start %s", s->cfg.supervisor_path);
 	}
 	tracked->lock_fd = TAKE_FD(probe);
-	tracked->memory = memory;
+	tracked->held = *held;
 	return 0;
 }
 
@@ -467,41 +476,92 @@ static void reap_children(void)
 
 struct fit {
 	struct sched *s;
-	uint64_t memory; /* admitted, once fits() said yes */
+	struct held held; /* admitted, once fits() said yes */
 };
 
-/* May the oldest queued task start now, with the memory the host has left? */
-static bool fits(const struct task *t, void *data)
+/*
+ * May the next queued task start now, with the memory the host has left
+ * and within its tenant's quotas? 0, -EAGAIN (the host), -EXFULL (the
+ * tenant: fit->held.tenant says which).
+ */
+static int fits(const struct task *t, void *data, struct error *err)
 {
 	struct fit *f = data;
-	uint64_t memory = task_memory(t);
-	if (f->s->cfg.admit && !f->s->cfg.admit(f->s->cfg.data, memory, false))
-		return false;
-	f->memory = memory;
-	return true;
+	struct sched *s = f->s;
+	struct quota limit;
+	snprintf(f->held.tenant, sizeof(f->held.tenant), "%s", t->tenant);
+	if (!s->cfg.admit)
+		return 0;
+	bool limited = s->cfg.limits && s->cfg.limits(s->cfg.data, s->st, t->tenant, &limit) == 0;
+	enum quota_id over = QUOTA_COUNT;
+	int r = s->cfg.admit(s->cfg.data, t->tenant, limited ? &limit : NULL, t->spec_json, false,
+			     &f->held.amounts, &over);
+	if (r == -EXFULL)
+		return error_set(err, EXFULL, "tenant %s is at its quota %s", t->tenant,
+				 quota_name(over));
+	if (r < 0)
+		return error_set(err, -r, "task %s does not fit now", t->id);
+	f->held.admitted = true;
+	return 0;
+}
+
+/* The tenants at a quota in one claim_and_start(): their tasks wait, the others' go on. */
+struct skipped {
+	char (*names)[TENANT_NAME_SIZE];
+	const char **ptrs;
+	size_t n;
+};
+
+static int skip_tenant(struct skipped *k, const char *tenant)
+{
+	if (k->n >= STORE_CLAIM_SKIP_MAX)
+		return -E2BIG;
+	void *a = realloc(k->names, (k->n + 1) * sizeof(*k->names));
+	if (a)
+		k->names = a;
+	void *b = realloc(k->ptrs, (k->n + 1) * sizeof(*k->ptrs));
+	if (b)
+		k->ptrs = b;
+	if (!a || !b)
+		return -ENOMEM;
+	snprintf(k->names[k->n], TENANT_NAME_SIZE, "%s", tenant);
+	k->n++;
+	for (size_t i = 0; i < k->n; i++) /* realloc may have moved them */
+		k->ptrs[i] = k->names[i];
+	return 0;
 }
 
 static int claim_and_start(struct sched *s, struct error *err)
 {
+	struct skipped k = {0};
+	int r = 0;
 	while (s->nrun < s->cfg.max_running) {
 		struct task t = {0};
 		struct fit fit = {.s = s};
-		int r = store_task_claim_if(s->st, now_ms(s), fits, &fit, &t, err);
+		r = store_task_claim_if(s->st, now_ms(s), k.ptrs, k.n, fits, &fit, &t, err);
 		if (r < 0)
-			release_memory(s, fit.memory);
-		if (r == -ENOENT || r == -EAGAIN) /* none queued; the first waits for room */
-			return 0;
+			release_held(s, &fit.held);
+		if (r == -EXFULL && skip_tenant(&k, fit.held.tenant) == 0) {
+			r = 0;
+			continue;
+		}
+		if (r == -ENOENT || r == -EAGAIN || r == -EXFULL) {
+			r = 0; /* none queued; the first waits for room */
+			break;
+		}
 		if (r < 0)
-			return r;
+			break;
 		struct error serr = {0};
-		if (start_attempt(s, &t, fit.memory, &serr) < 0) {
-			release_memory(s, fit.memory);
+		if (start_attempt(s, &t, &fit.held, &serr) < 0) {
+			release_held(s, &fit.held);
 			/* this attempt never ran: it is lost, and retried if the task allows */
 			(void)end_attempt(s, t.id, t.attempt, TASK_LOST, -1, serr.msg, err);
 		}
 		task_release(&t);
 	}
-	return 0;
+	free(k.names);
+	free(k.ptrs);
+	return r;
 }
 
 int sched_step(struct sched *s, struct error *err)
@@ -522,7 +582,7 @@ int sched_step(struct sched *s, struct error *err)
 				i++;
 				continue;
 			}
-			release_memory(s, r->memory);
+			release_held(s, &r->held);
 			untrack(s, r);
 			continue;
 		}
@@ -545,10 +605,7 @@ static int recover_one(const struct task *t, void *data)
 			close(probe);
 		return -ENOMEM;
 	}
-	/* it runs already: counted whatever the total */
-	r->memory = task_memory(t);
-	if (s->cfg.admit)
-		(void)s->cfg.admit(s->cfg.data, r->memory, true);
+	admit_running(s, t, &r->held); /* it runs already: counted whatever the totals */
 	return 0;
 }
 
@@ -583,7 +640,7 @@ static int restart_unstarted(struct sched *s, struct error *err)
 			continue;
 		}
 		memcpy(ids[n++], s->run[i].id, TASK_ID_SIZE);
-		release_memory(s, s->run[i].memory); /* admitted again as it starts */
+		release_held(s, &s->run[i].held); /* admitted again as it starts */
 		untrack(s, &s->run[i]);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -593,11 +650,10 @@ static int restart_unstarted(struct sched *s, struct error *err)
 		if (r == 0 && t.status == TASK_RUNNING) {
 			say(s, "%s: attempt %" PRIu32 " was claimed but never started; starting it",
 			    t.id, t.attempt);
-			uint64_t memory = task_memory(&t);
-			if (s->cfg.admit)
-				(void)s->cfg.admit(s->cfg.data, memory, true);
-			if (start_attempt(s, &t, memory, &serr) < 0) {
-				release_memory(s, memory);
+			struct held held;
+			admit_running(s, &t, &held);
+			if (start_attempt(s, &t, &held, &serr) < 0) {
+				release_held(s, &held);
 				(void)end_attempt(s, t.id, t.attempt, TASK_LOST, -1, serr.msg,
 						  &serr);
 			}

@@ -27,6 +27,7 @@
 #define AGENTBOX_SCHED_SCHED_H
 
 #include "base/error.h"
+#include "core/quota.h"
 #include "store/store.h"
 
 #include <stdbool.h>
@@ -82,17 +83,24 @@ struct sched_config {
 	int (*spawn)(void *data, const char *supervisor_path, const char *attempt_dir, int lock_fd);
 
 	/*
-	 * The host's memory, shared with the interactive sandboxes: a task
-	 * starts only once admit() took its memory limit (false: it stays
-	 * first in the queue, and the queue waits, until something ends);
-	 * release() gives it back when its attempt ends. force: a task found
-	 * running at start is counted, whatever the total. NULL: no bound
-	 * but max_running.
+	 * The host's memory and the tenants' quotas, shared with the
+	 * interactive sandboxes (fleet_admit_task()): a task starts only once
+	 * admit() took what it holds, under limit, its tenant's quotas
+	 * (limits(), read at each claim: NULL, none). -EAGAIN: the host's
+	 * memory is short, the task stays first in the queue and the queue
+	 * waits until something ends. -EXFULL: its tenant is at a quota
+	 * (running tasks, memory, CPUs, disk); that tenant's tasks wait and
+	 * the other tenants' go on. release() gives back *ret_amounts when its
+	 * attempt ends. force: a task found running at start is counted,
+	 * whatever the totals. NULL: no bound but max_running.
 	 */
-	bool (*admit)(void *data, uint64_t memory_bytes, bool force);
-	void (*release)(void *data, uint64_t memory_bytes);
+	int (*limits)(void *data, struct store *st, const char *tenant, struct quota *ret);
+	int (*admit)(void *data, const char *tenant, const struct quota *limit,
+		     const char *spec_json, bool force, struct quota *ret_amounts,
+		     enum quota_id *ret_over);
+	void (*release)(void *data, const char *tenant, const struct quota *amounts);
 
-	void *data; /* handed to log, now_ms, spawn, admit and release */
+	void *data; /* handed to log, now_ms, spawn, limits, admit and release */
 };
 
 struct sched;

@@ -70,13 +70,16 @@ struct store_ops {
 	int (*list)(struct store *st, const struct task_filter *f, struct task **ret, size_t *ret_n,
 		    struct error *err);
 
-	/* How many tasks have status. */
-	int (*count)(struct store *st, enum task_status status, uint64_t *ret, struct error *err);
+	/* How many tasks have status (of tenant; NULL: of every tenant). */
+	int (*count)(struct store *st, const char *tenant, enum task_status status, uint64_t *ret,
+		     struct error *err);
 
 	/* Lock a task's row for update (inside begin); -ENOENT. */
 	int (*lock)(struct store *st, const char *id, struct store_row *ret, struct error *err);
-	/* Lock the oldest queued task's row, first in first out; -ENOENT. */
-	int (*lock_oldest_queued)(struct store *st, struct store_row *ret, struct error *err);
+	/* Lock the next queued task's row (store_task_claim()), of a tenant not in
+	 * skip_json (a JSON array of names; NULL: none); -ENOENT. */
+	int (*lock_oldest_queued)(struct store *st, const char *skip_json, struct store_row *ret,
+				  struct error *err);
 	/* Write back a locked row's mutable fields, next_seq included. */
 	int (*update)(struct store *st, const struct store_row *row, struct error *err);
 	/* Add an event with seq row->next_seq, then advance row->next_seq. */

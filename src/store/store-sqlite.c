@@ -70,6 +70,7 @@ enum stmt {
 	S_LOCK,
 	S_LOCK_QUEUED,
 	S_COUNT,
+	S_COUNT_TENANT,
 	S_UPDATE,
 	S_EVENT_ADD,
 	S_EVENTS,
@@ -160,9 +161,11 @@ static const char *const stmt_sql[STMT_COUNT] = {
 	[S_LOCK_QUEUED] = "SELECT " TASK_COLUMNS " FROM tenants n "
 			  "JOIN tasks t ON t.pk = (SELECT q.pk FROM tasks q WHERE q.tenant = n.name "
 			  "AND q.status = 'queued' ORDER BY q.created_at, q.pk LIMIT 1) "
+			  "WHERE ?1 IS NULL OR n.name NOT IN (SELECT value FROM json_each(?1)) "
 			  "ORDER BY (SELECT count(*) FROM tasks r WHERE r.tenant = n.name "
 			  "AND r.status = 'running'), t.created_at, t.pk LIMIT 1",
 	[S_COUNT] = "SELECT count(*) FROM tasks WHERE status = ?1",
+	[S_COUNT_TENANT] = "SELECT count(*) FROM tasks WHERE status = ?1 AND tenant = ?2",
 	[S_UPDATE] = "UPDATE tasks SET status = ?2, attempt = ?3, cancel_requested = ?4, "
 		     "exit_code = ?5, started_at = ?6, finished_at = ?7, error = ?8, "
 		     "next_seq = ?9, progress_json = ?10 WHERE pk = ?1",
@@ -515,11 +518,14 @@ static int sq_get(struct store *st, const char *id, struct task *ret, struct err
 	return 0;
 }
 
-static int sq_count(struct store *st, enum task_status status, uint64_t *ret, struct error *err)
+static int sq_count(struct store *st, const char *tenant, enum task_status status, uint64_t *ret,
+		    struct error *err)
 {
 	struct sqlite_store *s = to_sqlite(st);
-	_cleanup_reset_ sqlite3_stmt *q = s->stmt[S_COUNT];
+	_cleanup_reset_ sqlite3_stmt *q = s->stmt[tenant ? S_COUNT_TENANT : S_COUNT];
 	sqlite3_bind_text(q, 1, task_status_name(status), -1, SQLITE_STATIC);
+	if (tenant)
+		sqlite3_bind_text(q, 2, tenant, -1, SQLITE_STATIC);
 	int r = step(s, q, err, "counting tasks");
 	if (r < 0)
 		return r;
@@ -574,12 +580,14 @@ static int sq_list(struct store *st, const struct task_filter *f, struct task **
 	return 0;
 }
 
-static int lock_with(struct sqlite_store *s, enum stmt i, const char *id, struct store_row *ret,
-		     struct error *err)
+static int lock_with(struct sqlite_store *s, enum stmt i, const char *id, const char *skip_json,
+		     struct store_row *ret, struct error *err)
 {
 	_cleanup_reset_ sqlite3_stmt *q = s->stmt[i];
 	if (id)
 		sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_text(q, 1, skip_json, -1, SQLITE_STATIC); /* NULL binds NULL */
 	int r = step(s, q, err, "reading a task");
 	if (r == 0)
 		return id ? error_set(err, ENOENT, "store: no task %s", id)
@@ -590,12 +598,13 @@ static int lock_with(struct sqlite_store *s, enum stmt i, const char *id, struct
 static int sq_lock(struct store *st, const char *id, struct store_row *ret, struct error *err)
 {
 	/* under BEGIN IMMEDIATE nobody else writes until we commit */
-	return lock_with(to_sqlite(st), S_LOCK, id, ret, err);
+	return lock_with(to_sqlite(st), S_LOCK, id, NULL, ret, err);
 }
 
-static int sq_lock_oldest_queued(struct store *st, struct store_row *ret, struct error *err)
+static int sq_lock_oldest_queued(struct store *st, const char *skip_json, struct store_row *ret,
+				 struct error *err)
 {
-	return lock_with(to_sqlite(st), S_LOCK_QUEUED, NULL, ret, err);
+	return lock_with(to_sqlite(st), S_LOCK_QUEUED, NULL, skip_json, ret, err);
 }
 
 static int sq_update(struct store *st, const struct store_row *row, struct error *err)

@@ -196,6 +196,12 @@ static int check_tenant(const char *tenant, size_t size, const char *whose, stru
 
 int store_task_insert(struct store *st, const struct task *t, struct error *err)
 {
+	return store_task_insert_within(st, t, UINT64_MAX, NULL, err);
+}
+
+int store_task_insert_within(struct store *st, const struct task *t, uint64_t queued_max,
+			     uint64_t *ret_queued, struct error *err)
+{
 	if (!t || !task_id_is_valid(t->id))
 		return error_set(err, EINVAL, "store: not a task id: '%.*s'", TASK_ID_SIZE,
 				 t ? t->id : "");
@@ -212,7 +218,18 @@ int store_task_insert(struct store *st, const struct task *t, struct error *err)
 	r = op_begin(st, err);
 	if (r < 0)
 		return r;
-	return op_end(st, st->ops->insert(st, t, err), err);
+	uint64_t queued = 0;
+	if (queued_max != UINT64_MAX &&
+	    (r = st->ops->count(st, t->tenant, TASK_QUEUED, &queued, err)) == 0 &&
+	    queued >= queued_max) {
+		if (ret_queued)
+			*ret_queued = queued;
+		r = error_set(err, EDQUOT, "store: tenant %s has %llu tasks queued", t->tenant,
+			      (unsigned long long)queued);
+	}
+	if (r == 0)
+		r = st->ops->insert(st, t, err);
+	return op_end(st, r, err);
 }
 
 int store_task_get(struct store *st, const char *id, struct task *ret, struct error *err)
@@ -227,7 +244,18 @@ int store_task_count(struct store *st, enum task_status status, uint64_t *ret, s
 	if (!ret || !task_status_name(status))
 		return error_set(err, EINVAL,
 				 "store: count needs a status and somewhere to put it");
-	return st->ops->count(st, status, ret, err);
+	return st->ops->count(st, NULL, status, ret, err);
+}
+
+int store_task_count_tenant(struct store *st, const char *tenant, enum task_status status,
+			    uint64_t *ret, struct error *err)
+{
+	if (!ret || !task_status_name(status))
+		return error_set(err, EINVAL,
+				 "store: count needs a status and somewhere to put it");
+	if (!tenant_name_is_valid(tenant))
+		return check_tenant(tenant, TENANT_NAME_SIZE, "counting tasks", err);
+	return st->ops->count(st, tenant, status, ret, err);
 }
 
 int store_task_list(struct store *st, const struct task_filter *f,
@@ -254,25 +282,54 @@ int store_task_list(struct store *st, const struct task_filter *f,
 
 int store_task_claim(struct store *st, int64_t now, struct task *ret, struct error *err)
 {
-	return store_task_claim_if(st, now, NULL, NULL, ret, err);
+	return store_task_claim_if(st, now, NULL, 0, NULL, NULL, ret, err);
 }
 
-int store_task_claim_if(struct store *st, int64_t now,
-			bool (*fits)(const struct task *t, void *data), void *data,
-			struct task *ret, struct error *err)
+/* skip as a JSON array of names (tenant names need no escaping), or NULL for none. */
+static int skip_json(const char *const *skip, size_t nskip, char **ret, struct error *err)
+{
+	*ret = NULL;
+	if (!nskip)
+		return 0;
+	if (nskip > STORE_CLAIM_SKIP_MAX)
+		return error_set(err, EINVAL, "store: a claim skips at most %d tenants",
+				 STORE_CLAIM_SKIP_MAX);
+	size_t size = nskip * (TENANT_NAME_SIZE + 3) + 3;
+	char *s = malloc(size);
+	if (!s)
+		return error_set(err, ENOMEM, "out of memory");
+	size_t len = 0;
+	s[len++] = '[';
+	for (size_t i = 0; i < nskip; i++) {
+		if (!tenant_name_is_valid(skip[i])) {
+			free(s);
+			return check_tenant(skip[i], TENANT_NAME_SIZE, "skipping tenants", err);
+		}
+		len += (size_t)snprintf(s + len, size - len, "%s\"%s\"", i ? "," : "", skip[i]);
+	}
+	s[len++] = ']';
+	s[len] = '\0';
+	*ret = s;
+	return 0;
+}
+
+int store_task_claim_if(struct store *st, int64_t now, const char *const *skip, size_t nskip,
+			int (*fits)(const struct task *t, void *data, struct error *err),
+			void *data, struct task *ret, struct error *err)
 {
 	if (!ret)
 		return error_set(err, EINVAL, "store: claim needs somewhere to put the task");
 	struct store_row row = {0};
 	struct task t = {0};
-	int r = op_begin(st, err);
-	if (r < 0)
+	_cleanup_free_ char *skipped = NULL;
+	int r = skip_json(skip, nskip, &skipped, err);
+	if (r < 0 || (r = op_begin(st, err)) < 0)
 		return r;
-	r = st->ops->lock_oldest_queued(st, &row, err);
+	r = st->ops->lock_oldest_queued(st, skipped, &row, err);
 	if (r == 0 && fits) { /* the locked row has no spec: read it whole */
 		r = st->ops->get(st, row.t.id, &t, err);
-		if (r == 0 && !fits(&t, data))
-			r = error_set(err, EAGAIN, "store: task %s does not fit now", t.id);
+		if (r == 0)
+			r = fits(&t, data, err);
 		task_release(&t);
 	}
 	if (r == 0)

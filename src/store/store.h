@@ -77,8 +77,20 @@ void store_tx_rollback(struct store *st);
  */
 int store_task_insert(struct store *st, const struct task *t, struct error *err);
 
+/*
+ * store_task_insert(), if t's tenant has fewer than queued_max tasks
+ * queued, counted with the insert (so that submits at once cannot all
+ * pass): else -EDQUOT and *ret_queued (may be NULL) gets that count.
+ */
+int store_task_insert_within(struct store *st, const struct task *t, uint64_t queued_max,
+			     uint64_t *ret_queued, struct error *err);
+
 /* How many tasks have status now (the queue's length: TASK_QUEUED). */
 int store_task_count(struct store *st, enum task_status status, uint64_t *ret, struct error *err);
+
+/* As store_task_count(), of one tenant's tasks (-EINVAL if it is not tenant_name_is_valid()). */
+int store_task_count_tenant(struct store *st, const char *tenant, enum task_status status,
+			    uint64_t *ret, struct error *err);
 
 /* Read one task; *ret is filled with owned copies (task_release()). */
 int store_task_get(struct store *st, const char *id, struct task *ret, struct error *err);
@@ -113,13 +125,16 @@ int store_task_list(struct store *st, const struct task_filter *f,
 int store_task_claim(struct store *st, int64_t now, struct task *ret, struct error *err);
 
 /*
- * store_task_claim(), if fits(the next queued task, with its spec,
- * data) says it may start now; else nothing changes and -EAGAIN: the
- * task stays first in the queue.
+ * store_task_claim(), of the tenants not in skip (NULL: none; else an
+ * array of nskip names, at most STORE_CLAIM_SKIP_MAX), if fits(the next
+ * queued task, with its spec, data) returns 0: it may start now. Else
+ * nothing changes and fits's -errno is returned (with err filled, as
+ * fits says): the task stays first in its tenant's queue.
  */
-int store_task_claim_if(struct store *st, int64_t now,
-			bool (*fits)(const struct task *t, void *data), void *data,
-			struct task *ret, struct error *err);
+#define STORE_CLAIM_SKIP_MAX 4096
+int store_task_claim_if(struct store *st, int64_t now, const char *const *skip, size_t nskip,
+			int (*fits)(const struct task *t, void *data, struct error *err),
+			void *data, struct task *ret, struct error *err);
 
 /*
  * The attempt `attempt` of a running task ended with `end` (a final

@@ -420,6 +420,64 @@ static void test_claims_are_fair_across_tenants(void **state)
 	FAILS(ENOENT, store_task_claim(f->st, 108, &none, err));
 }
 
+/* A tenant skipped (at a quota) waits; the others' heads go on, fairly. */
+static void test_claims_skip_tenants(void **state)
+{
+	struct fx *f = *state;
+	char a[2][TASK_ID_SIZE], b[TASK_ID_SIZE];
+	tenant_add(f, "a", 1);
+	tenant_add(f, "b", 1);
+	task_add(f, "a", 10, a[0]);
+	task_add(f, "a", 11, a[1]);
+	task_add(f, "b", 20, b);
+	const char *skip_a[] = {"a"};
+	const char *skip_both[] = {"a", "b"};
+	const char *bad[] = {"A b"};
+	struct task t = {0};
+	OK(store_task_claim_if(f->st, 100, skip_a, 1, NULL, NULL, &t, err));
+	assert_string_equal(t.id, b); /* a's head is older, but a is skipped */
+	task_release(&t);
+	FAILS(ENOENT, store_task_claim_if(f->st, 101, skip_both, 2, NULL, NULL, &t, err));
+	FAILS(EINVAL, store_task_claim_if(f->st, 101, bad, 1, NULL, NULL, &t, err));
+	FAILS(EINVAL, store_task_claim_if(f->st, 101, skip_a, STORE_CLAIM_SKIP_MAX + 1, NULL, NULL,
+					  &t, err));
+	uint64_t n = 0;
+	OK(store_task_count_tenant(f->st, "a", TASK_QUEUED, &n, err));
+	assert_int_equal(n, 2);
+	OK(store_task_count_tenant(f->st, "b", TASK_RUNNING, &n, err));
+	assert_int_equal(n, 1);
+	FAILS(EINVAL, store_task_count_tenant(f->st, "A", TASK_QUEUED, &n, err));
+	(void)claim(f, 102, a[0]); /* not skipped: first in first out */
+}
+
+/* A tenant's queued tasks are counted with the insert: past the bound, nothing is added. */
+static void test_insert_within_queued_bound(void **state)
+{
+	struct fx *f = *state;
+	tenant_add(f, "a", 1);
+	tenant_add(f, "b", 1);
+	for (int i = 0; i < 3; i++) {
+		struct task t = {.max_attempts = 1, .created_at = 10 + i, .spec_json = SPEC};
+		snprintf(t.tenant, sizeof(t.tenant), "a");
+		assert_int_equal(task_id_new(t.id), 0);
+		uint64_t queued = 99;
+		if (i < 2) {
+			OK(store_task_insert_within(f->st, &t, 2, &queued, err));
+			assert_int_equal(queued, 99); /* told only when refused */
+		} else {
+			FAILS(EDQUOT, store_task_insert_within(f->st, &t, 2, &queued, err));
+			assert_int_equal(queued, 2);
+			struct task none = {0};
+			FAILS(ENOENT, store_task_get(f->st, t.id, &none, err));
+		}
+	}
+	/* another tenant's queue is its own */
+	struct task t = {.max_attempts = 1, .created_at = 20, .spec_json = SPEC};
+	snprintf(t.tenant, sizeof(t.tenant), "b");
+	assert_int_equal(task_id_new(t.id), 0);
+	OK(store_task_insert_within(f->st, &t, 1, NULL, err));
+}
+
 static void test_tenant_delete_refused_while_a_key(void **state)
 {
 	struct fx *f = *state;
@@ -968,6 +1026,8 @@ int main(void)
 	    T(test_tenant_set_quotas),
 	    T(test_tenant_delete),
 	    T(test_claims_are_fair_across_tenants),
+	    T(test_claims_skip_tenants),
+	    T(test_insert_within_queued_bound),
 	    T(test_tenant_delete_refused_while_a_key),
 	    T(test_tenant_delete_refused_while_a_task),
 	    T(test_tenant_delete_refused_while_a_sandbox),

@@ -201,18 +201,19 @@ static void test_list_limits_and_errors(void **state)
 
 /* ---- claim and attempts ------------------------------------------------ */
 
-static bool refuse(const struct task *t, void *data)
+static int refuse(const struct task *t, void *data, struct error *e)
 {
 	(*(int *)data)++;
 	assert_string_equal(t->spec_json, SPEC); /* the spec comes with it */
-	return false;
+	return error_set(e, EAGAIN, "no room");
 }
 
-static bool accept(const struct task *t, void *data)
+static int accept(const struct task *t, void *data, struct error *e)
 {
 	(void)t;
+	(void)e;
 	(*(int *)data)++;
-	return true;
+	return 0;
 }
 
 /* A claim the caller's check refuses changes nothing; the head waits. */
@@ -224,7 +225,7 @@ static void test_claim_if(void **state)
 	add(f, 20, 1, 0, b);
 	struct task t = {0};
 	int asked = 0;
-	FAILS(EAGAIN, store_task_claim_if(f->st, 500, refuse, &asked, &t, err));
+	FAILS(EAGAIN, store_task_claim_if(f->st, 500, NULL, 0, refuse, &asked, &t, err));
 	assert_int_equal(asked, 1);
 	assert_int_equal(status_of(f, a), TASK_QUEUED);
 	assert_int_equal(status_of(f, b), TASK_QUEUED);
@@ -232,7 +233,7 @@ static void test_claim_if(void **state)
 	assert_int_equal(g.attempt, 0);
 	task_release(&g);
 	assert_int_equal(event_count(f, a), 0);
-	OK(store_task_claim_if(f->st, 501, accept, &asked, &t, err));
+	OK(store_task_claim_if(f->st, 501, NULL, 0, accept, &asked, &t, err));
 	assert_int_equal(asked, 2);
 	assert_string_equal(t.id, a); /* still first in first out */
 	task_release(&t);
