@@ -43,6 +43,7 @@ static const struct {
     [API_ERR_QUEUE_FULL] = {"queue_full", 503},
     [API_ERR_BUSY] = {"busy", 503},
     [API_ERR_NETWORK_UNAVAILABLE] = {"network_unavailable", 503},
+    [API_ERR_RATE_LIMITED] = {"rate_limited", 429},
 };
 
 const char *api_error_name(enum api_error_code code)

@@ -49,6 +49,7 @@ enum api_error_code {
 	API_ERR_QUEUE_FULL,	     /* 503: as many tasks are queued as the daemon keeps */
 	API_ERR_BUSY,		     /* 503: the daemon holds as many request bodies as it may */
 	API_ERR_NETWORK_UNAVAILABLE, /* 503: the host could not give a sandbox its network */
+	API_ERR_RATE_LIMITED,	     /* 429: over a key's rate, or a source's failed auths */
 	API_ERR_COUNT
 };
 
