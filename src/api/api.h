@@ -316,8 +316,10 @@ int api_authenticate(struct api_ctx *ctx, const struct api_request *req, int64_t
  *   - a request that carries a key (Authorization) from a source whose
  *     failed auths have used up its bucket is 429 rate_limited, before its
  *     key is looked up: a flood of bad keys costs no store lookups;
- *   - auth (api_authenticate()): a 401 takes a token from the source's
- *     bucket of failed auths;
+ *   - auth (api_authenticate()): a 401 of a request that carried a key
+ *     takes a token from the source's bucket of failed auths (one without
+ *     a key was refused without a lookup, as cheaply as a 429 would be,
+ *     and must not lock the address's good keys out);
  *   - the principal's bucket (its key id, or "uid:N" for a local user of
  *     the unix socket) gives a token, or it is 429 rate_limited. Root on
  *     the unix socket without a key is not charged.

@@ -96,7 +96,9 @@ bool api_admit(struct api_ctx *ctx, const struct api_request *req, struct api_re
 	struct api_error e = {.code = API_ERR_COUNT};
 	int64_t now = ctx->now_ms ? ctx->now_ms() : wall_clock_ms();
 	if (api_authenticate(ctx, req, now, &who, &e) < 0) {
-		if (rate && rate->auth_failures && e.code == API_ERR_UNAUTHORIZED)
+		/* only a key costs a lookup: one without is refused as cheaply as a 429 */
+		if (rate && rate->auth_failures && req->authorization &&
+		    e.code == API_ERR_UNAUTHORIZED)
 			(void)ratelimit_take(rate->auth_failures, source, mono);
 		refused(ret, &e);
 		return false;

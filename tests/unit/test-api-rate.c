@@ -196,6 +196,11 @@ static void test_auth_failures(void **state)
 	f->ctx.store = f->st;
 	/* one without a key costs no lookup: it is told 401, as ever */
 	assert_int_equal(admit(f, "/v1/me", NULL), 401);
+	/* and requests without a key never drain the bucket: another source shows it */
+	snprintf(f->ctx.source, sizeof(f->ctx.source), "192.0.2.9");
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(admit(f, "/v1/me", NULL), 401);
+	assert_int_equal(admit(f, "/v1/me", f->a), 0);
 	/* another source is not held */
 	snprintf(f->ctx.source, sizeof(f->ctx.source), "192.0.2.1");
 	assert_int_equal(admit(f, "/v1/me", f->a), 0);
@@ -235,11 +240,13 @@ static void test_unix_socket(void **state)
 	f->ctx.peer_uid = 4322;
 	snprintf(f->ctx.source, sizeof(f->ctx.source), "unix:uid=4322");
 	assert_int_equal(admit(f, "/v1/me", NULL), 0);
-	/* a user that is no tenant's: 401, charged to its source */
+	/* a user that is no tenant's: 401, its bad keys charged to its source */
 	f->ctx.peer_uid = 999;
 	snprintf(f->ctx.source, sizeof(f->ctx.source), "unix:uid=999");
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 10; i++)
 		assert_int_equal(admit(f, "/v1/me", NULL), 401);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(admit(f, "/v1/me", "Bearer wrong"), 401);
 	f->ctx.store = NULL;
 	expect_limited(f, "Bearer wrong", "auth_failures", 1, 3, 1);
 	f->ctx.store = f->st;
