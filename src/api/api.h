@@ -37,6 +37,7 @@
 
 #include "api/errors.h"
 #include "core/quota.h"
+#include "api/ratelimit.h"
 #include "core/sandbox.h"
 #include "core/task.h"
 #include "core/tenant.h"
@@ -177,6 +178,7 @@ struct api_response {
 	size_t body_len;
 	char allow[64];		   /* 405: the Allow header to send; else "" */
 	char www_authenticate[16]; /* 401: the WWW-Authenticate header; else "" */
+	uint32_t retry_after;	   /* 429 rate_limited: the Retry-After header (s); else 0 */
 	char log[ERROR_MSG_MAX];   /* 5xx: why, for the server's log (never sent); else "" */
 	enum api_response_kind kind;
 	int fd;			/* FILE, PROCESS_STREAM: owned (api_response_take_fd()) */
@@ -229,6 +231,19 @@ struct api_principal {
 	long uid;		  /* that local user's uid; -1 for a key */
 };
 
+/*
+ * The rate limits the server applies before a request's body
+ * (api_admit(); the buckets are api/ratelimit.h's). Each may be NULL: no
+ * such limit.
+ */
+struct api_rate {
+	/* one bucket per principal: its key id, or "uid:N" for a local user */
+	struct ratelimit *principals;
+	/* one bucket per source (api_rate_source()), charged by each failed auth */
+	struct ratelimit *auth_failures;
+	int64_t (*now_ms)(void); /* a monotonic clock in ms; NULL = CLOCK_MONOTONIC */
+};
+
 struct api_ctx {
 	struct store *store;
 	const char *state_dir; /* holds tasks/<id>/attempt-<N>/output */
@@ -245,6 +260,7 @@ struct api_ctx {
 	 * the unix socket, "" when unknown.
 	 */
 	char source[API_SOURCE_SIZE];
+	const struct api_rate *rate; /* NULL: no rate limits */
 	const struct api_local_user *local_users;
 	size_t nlocal_users;
 	int64_t (*now_ms)(void);	    /* wall clock in ms; NULL = CLOCK_REALTIME */
@@ -305,6 +321,34 @@ int api_authenticate(struct api_ctx *ctx, const struct api_request *req, int64_t
  */
 int api_tenant_limits(struct store *st, const struct quota *defaults, const char *tenant,
 		      struct quota *ret, struct error *err);
+
+/*
+ * May this request go on, before its body is read? A public route
+ * (healthz) always may and is charged nothing. Else, in order:
+ *   - a request that carries a key (Authorization) from a source whose
+ *     failed auths have used up its bucket is 429 rate_limited, before its
+ *     key is looked up: a flood of bad keys costs no store lookups;
+ *   - auth (api_authenticate()): a 401 of a request that carried a key
+ *     takes a token from the source's bucket of failed auths (one without
+ *     a key was refused without a lookup, as cheaply as a 429 would be,
+ *     and must not lock the address's good keys out);
+ *   - the principal's bucket (its key id, or "uid:N" for a local user of
+ *     the unix socket) gives a token, or it is 429 rate_limited. Root on
+ *     the unix socket without a key is not charged.
+ * A 429 has Retry-After (retry_after) and names its limit in the body.
+ * true: go on, *ret untouched; false: *ret is the answer (release it).
+ * Needs ctx->store for auth; ctx->rate NULL: auth alone.
+ */
+bool api_admit(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret);
+
+/*
+ * The name a source's bucket of failed auths has: source itself, but an
+ * IPv6 address's /64 ("2001:db8:1:2::/64"), which one host or user
+ * usually has whole, and all of 127.0.0.0/8 as one ("127.0.0.0/8"),
+ * which are all this host's. An IPv4 address in IPv6 (::ffff:a.b.c.d)
+ * is the IPv4 one. out has API_SOURCE_SIZE bytes.
+ */
+void api_rate_source(const char *source, char out[API_SOURCE_SIZE]);
 
 /* Does path name a public route (no auth at all)? */
 bool api_route_is_public(const char *path);

@@ -44,6 +44,7 @@ static const struct {
     [API_ERR_BUSY] = {"busy", 503},
     [API_ERR_QUOTA_EXCEEDED] = {"quota_exceeded", 429},
     [API_ERR_NETWORK_UNAVAILABLE] = {"network_unavailable", 503},
+    [API_ERR_RATE_LIMITED] = {"rate_limited", 429},
 };
 
 const char *api_error_name(enum api_error_code code)

@@ -51,6 +51,7 @@ enum api_error_code {
 	API_ERR_BUSY,		     /* 503: the daemon holds as many request bodies as it may */
 	API_ERR_NETWORK_UNAVAILABLE, /* 503: the host could not give a sandbox its network */
 	API_ERR_QUOTA_EXCEEDED,	     /* 429: past one of the tenant's quotas (extra names it) */
+	API_ERR_RATE_LIMITED,	     /* 429: over a key's rate, or a source's failed auths */
 	API_ERR_COUNT
 };
 

@@ -75,6 +75,24 @@
 #define DAEMON_BODY_OWN_KB   64
 #define DAEMON_BODIES_MAX_MB 32
 
+/*
+ * Rate limits (api.h: api_admit(); rate.c). Per principal (an API key, or
+ * a local user of the unix socket): agents poll a task's status and
+ * stream its logs, a few requests a second each; 100 a second with a
+ * burst of 200 leaves a busy client room and holds a runaway loop to
+ * what the host serves easily. Per source, of failed auths: 20 at once,
+ * then 10 a second: a client with a mistyped key is told 401 twenty
+ * times and then waits a second at most; a flood of bad keys costs 10
+ * store lookups a second per source. A burst not given is
+ * DAEMON_RATE_BURST_FACTOR times its rate. A rate of 0 turns its limit
+ * off. DAEMON_RATE_BUCKETS: the most principals and sources each table
+ * keeps at once (ratelimit.h: what filling it gives).
+ */
+#define DAEMON_RATE_DEFAULT	      100
+#define DAEMON_AUTH_FAIL_RATE_DEFAULT 10
+#define DAEMON_RATE_BURST_FACTOR      2
+#define DAEMON_RATE_BUCKETS	      4096
+
 struct daemon_config {
 	const char *socket_path;
 	const char *state_dir;
@@ -96,6 +114,9 @@ struct daemon_config {
 	size_t nlocal_users;
 	struct quota quota_defaults; /* --tenant-quota: every tenant's, where its own do not say */
 	const char *egress_cacert;   /* --egress-cacert FILE, or NULL: the host's CAs */
+	/* --rate, --rate-burst, --auth-fail-rate, --auth-fail-burst (rate 0: no limit;
+	 * burst 0: DAEMON_RATE_BURST_FACTOR times the rate) */
+	uint32_t rate, rate_burst, auth_fail_rate, auth_fail_burst;
 };
 
 struct store_pool {
@@ -114,6 +135,7 @@ struct daemon {
 	struct sched *sched; /* the scheduler, driven by its own thread */
 	volatile int stopping;
 	atomic_size_t bodies; /* bytes of request bodies held now (DAEMON_BODIES_MAX_MB) */
+	struct api_rate rate; /* its tables: daemon_rate_start() */
 	pthread_mutex_t network_lock;
 	bool network_ready;
 	bool secrets_ready;
@@ -177,6 +199,17 @@ int daemon_network_stop(struct daemon *d, bool tasks_waiting, struct error *err)
  */
 int daemon_egress_ca(struct daemon *d, json_t *egress);
 int daemon_secrets_ready(void *data, struct error *err);
+
+/*
+ * Rate limits (rate.c). option: one of --rate ('r'), --rate-burst ('b'),
+ * --auth-fail-rate ('f'), --auth-fail-burst ('g') into cfg; 0, or -EINVAL
+ * after a message on stderr. start: the tables of d->rate from d->cfg
+ * (a burst of 0: DAEMON_RATE_BURST_FACTOR times its
+ * rate); stop frees them. 0 or -errno with err.
+ */
+int daemon_rate_option(struct daemon_config *cfg, int opt, const char *arg);
+int daemon_rate_start(struct daemon *d, struct error *err);
+void daemon_rate_stop(struct daemon *d);
 
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);

@@ -56,6 +56,7 @@ static const char usage_text[] =
     "                 [--max-running N] [--pool N] [--pool-network N]\n"
     "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
+    "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
     "\n"
     "  --socket PATH      unix socket to serve, root's alone and --socket-user's\n"
@@ -96,6 +97,13 @@ static const char usage_text[] =
     "                     resolved with (default: the host's /etc/resolv.conf)\n"
     "  --egress-cacert FILE  the CAs (PEM) that the servers given secrets must have\n"
     "                     certificates from (default: the host's trusted CAs)\n"
+    "  --rate N           requests a second each API key (or --socket-user) is\n"
+    "                     served; more: 429 rate_limited (default 100; 0 = no limit)\n"
+    "  --rate-burst N     requests a key may make at once (default: twice --rate)\n"
+    "  --auth-fail-rate N failed authentications a second one address may make;\n"
+    "                     past them its requests with a key are 429 until it\n"
+    "                     refills (default 10; 0 = no limit)\n"
+    "  --auth-fail-burst N  failed authentications at once (default: twice the rate)\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
     "  --print-token      make a new admin key of the default tenant, print it\n"
@@ -175,6 +183,10 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"tenant-quota", required_argument, NULL, 'q'},
 	    {"insecure-listen", no_argument, NULL, 'i'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"rate-burst", required_argument, NULL, 'b'},
+	    {"auth-fail-rate", required_argument, NULL, 'f'},
+	    {"auth-fail-burst", required_argument, NULL, 'g'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -372,6 +384,13 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 				return 2;
 			}
 			d->cfg.egress_cacert = optarg;
+			break;
+		case 'r':
+		case 'b':
+		case 'f':
+		case 'g':
+			if (daemon_rate_option(&d->cfg, opt, optarg) < 0)
+				return 2;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -703,6 +722,7 @@ static void stop(struct daemon *d, struct run *run)
 	sched_free(run->sched);
 	store_close(run->sched_store);
 	store_pool_release(&d->pool);
+	daemon_rate_stop(d);
 	free(run->default_spec);
 	free(run->egress_json);
 }
@@ -720,7 +740,9 @@ int main(int argc, char **argv)
 				   .shim_path = shim,
 				   .max_running = SCHED_MAX_RUNNING_DEFAULT,
 				   .pool_size = fleet_pool_default(),
-				   .pool_network = -1},
+				   .pool_network = -1,
+				   .rate = DAEMON_RATE_DEFAULT,
+				   .auth_fail_rate = DAEMON_AUTH_FAIL_RATE_DEFAULT},
 			   .wake_fd = -1,
 			   .network_lock = PTHREAD_MUTEX_INITIALIZER};
 	bool print_token = false;
@@ -741,7 +763,8 @@ int main(int argc, char **argv)
 
 	struct run run = {.state_lock = -1};
 	struct error err = {0};
-	if (open_state(&d, &run, &err) < 0 || recover(&d, &run, &err) < 0)
+	if (daemon_rate_start(&d, &err) < 0 || open_state(&d, &run, &err) < 0 ||
+	    recover(&d, &run, &err) < 0)
 		return fail("%s", err.msg);
 	/* Every thread inherits this mask: only the main thread takes these signals. */
 	sigset_t stop_signals;

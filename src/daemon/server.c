@@ -7,9 +7,10 @@
  *
  * Before any body (the first call of on_request(), once the header is
  * in): a request whose framing could be read two ways is refused (400),
- * and one that the API's auth refuses (api_authenticate(): no key over
- * TCP, an unknown local user on the unix socket) is answered 401 at once, so
- * neither gets "100 Continue" nor has its body read. The timeouts of
+ * and one that the API's admission refuses (api_admit(): no key over
+ * TCP, an unknown local user on the unix socket: 401; over a rate limit:
+ * 429) is answered at once, so none gets "100 Continue" nor has its body
+ * read. The timeouts of
  * daemon.h are set per connection as a request moves on.
  */
 #include "base/fileio.h"
@@ -181,6 +182,11 @@ static enum MHD_Result send_body(struct MHD_Connection *c, const struct api_resp
 	if (r->www_authenticate[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					r->www_authenticate);
+	if (r->retry_after) {
+		char s[16];
+		snprintf(s, sizeof(s), "%u", (unsigned)r->retry_after);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, s);
+	}
 	enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
 	return ok;
@@ -432,6 +438,7 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .state_dir = l->d->cfg.state_dir,
 	    .tcp = l->tcp,
 	    .peer_uid = l->tcp ? -1 : peer_uid(c),
+	    .rate = &l->d->rate,
 	    .local_users = l->d->cfg.local_users,
 	    .nlocal_users = l->d->cfg.nlocal_users,
 	    .now_ms = wall_clock_ms,
@@ -451,9 +458,11 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 
 /*
  * The first call, once the header is in and before any body: refuse an
- * ambiguous framing (400) and, on TCP, a request the API's auth refuses
- * (401). Answered now, libmicrohttpd sends no "100 Continue", reads no
- * body and closes the connection after the answer. False: go on.
+ * ambiguous framing (400), and what the API's admission refuses (401, or
+ * 429 over a rate limit: api_admit(), which charges the request's
+ * buckets, once per request: a stream's at its start). Answered now,
+ * libmicrohttpd sends no "100 Continue", reads no body and closes the
+ * connection after the answer. False: go on.
  */
 static bool refuse_early(struct listener *l, struct MHD_Connection *c, const char *url,
 			 const char *method, enum MHD_Result *ret)
@@ -463,26 +472,20 @@ static bool refuse_early(struct listener *l, struct MHD_Connection *c, const cha
 	if (fault) {
 		if (api_error_response(&resp, API_ERR_INVALID_FIELD, "headers", "%s", fault) < 0)
 			resp.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-	} else if (!api_route_is_public(url)) {
+	} else {
 		struct query_buf q = {.len = 0};
 		struct api_request req;
 		struct api_ctx ctx;
-		struct api_principal who;
-		struct api_error e = {0};
 		read_request(c, url, method, &q, &req);
 		make_ctx(l, c, &ctx);
-		ctx.store = store_pool_get(&l->d->pool);
-		int r = api_authenticate(&ctx, &req, wall_clock_ms(), &who, &e);
-		if (r == 0) {
+		ctx.store = api_route_is_public(url) ? NULL : store_pool_get(&l->d->pool);
+		bool go_on = api_admit(&ctx, &req, &resp);
+		if (ctx.store)
 			store_pool_put(&l->d->pool, ctx.store);
+		if (go_on)
 			return false;
-		}
-		/* the API's own answer, which authenticates again (a key's revocation
-		 * meanwhile changes nothing: it is refused either way) */
-		(void)api_handle(&ctx, &req, &resp);
-		store_pool_put(&l->d->pool, ctx.store);
-	} else {
-		return false;
+		if (resp.log[0])
+			fprintf(stderr, "agentboxd: %d: %s\n", resp.status, resp.log);
 	}
 	*ret = send_body(c, &resp, true);
 	api_response_release(&resp);

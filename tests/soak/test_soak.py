@@ -85,9 +85,11 @@ RAMP_MAX_S = 30     # for the blocking execs to be all in place
 # The daemon, with bounds that mean something on a 2-CPU host. One sandbox
 # or task may ask for the default limits and no more, so the warm pool fits;
 # the memory total counts sandboxes and running tasks (the soak's need
-# about 1.8 GiB at once).
+# about 1.8 GiB at once). The TCP attackers share one key: its rate limit
+# is off, so that they load the daemon as a client with many keys would
+# (the limits have their own tests: tests/integration/test_rate_limits.py).
 OPTS = {"max_pids": 256, "max_memory": 512, "max_disk": 1024, "max_sandboxes": 10,
-        "max_sandbox_memory": 3072, "max_running": 4, "pool": 2}
+        "max_sandbox_memory": 3072, "max_running": 4, "pool": 2, "rate": 0}
 DAEMON_OPTS = [a for k, v in OPTS.items() for a in (f"--{k.replace('_', '-')}", str(v))]
 
 # The CPU quota of every attacker's sandbox and task (the fork bombs, the
