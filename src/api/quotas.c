@@ -30,13 +30,16 @@ static int quota_value(json_t *v, enum quota_id id, const char *field, uint64_t 
 	}
 	uint64_t scale = id == QUOTA_CPUS ? 1000 : 1;
 	double d = json_is_number(v) ? json_number_value(v) * (double)scale : -1;
-	if (!(d >= 0) || d > (double)QUOTA_VALUE_MAX || (!json_is_integer(v) && d != floor(d)))
+	/* cpus in thousandths: 1.001 * 1000 is 1000.9999999999999 as a double */
+	double whole = id == QUOTA_CPUS ? round(d) : d;
+	if (!(d >= 0) || d > (double)QUOTA_VALUE_MAX || fabs(d - whole) > 1e-6 ||
+	    (!json_is_integer(v) && whole != floor(whole)))
 		return api_error_set(e, API_ERR_INVALID_FIELD, field,
 				     "%s is %s from 0 to %llu, or \"none\" for no bound", field,
 				     id == QUOTA_CPUS ? "a number of CPUs, to the thousandth,"
 						      : "a whole number",
 				     (unsigned long long)(QUOTA_VALUE_MAX / scale));
-	*ret = (uint64_t)d;
+	*ret = (uint64_t)whole;
 	return 0;
 }
 

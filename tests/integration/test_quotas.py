@@ -131,6 +131,9 @@ def test_quota_changes_are_checked(sandboxes_daemon):
     # set, then back to the default with null
     status, t = admin.request("PATCH", path, {"quotas": {"sandboxes": 5, "cpus": 2.25}})
     assert status == 200 and t["quotas"]["sandboxes"] == 5 and t["quotas"]["cpus"] == 2.25
+    status, t = admin.request("PATCH", path, {"quotas": {"cpus": 1.001}})
+    assert status == 200 and t["quotas"]["cpus"] == 1.001, t
+    status, t = admin.request("PATCH", path, {"quotas": {"cpus": 2.25}})
     status, t = admin.request("PATCH", path, {"quotas": {"sandboxes": None}})
     assert t["quotas"]["sandboxes"] == 2 and t["own_quotas"] == {"cpus": 2.25}
     assert admin.request("PATCH", "/v1/tenants/nobody", {"quotas": {}})[0] == 404
