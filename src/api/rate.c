@@ -45,24 +45,18 @@ static void rate_limited(struct api_response *ret, const struct ratelimit *rl, c
 			 const char *message, uint32_t wait_s)
 {
 	const struct ratelimit_config *cfg = ratelimit_config(rl);
-	struct buf b = {0};
-	buf_puts(&b, "{\"error\":{\"code\":");
-	json_put_strz(&b, api_error_name(API_ERR_RATE_LIMITED));
-	buf_puts(&b, ",\"message\":");
-	char text[API_MESSAGE_MAX];
-	snprintf(text, sizeof(text), "%s: %u a second, %u at once; try again in %u s", message,
-		 cfg->rate, cfg->burst, wait_s);
-	json_put_strz(&b, text);
-	buf_puts(&b, ",\"limit\":");
-	json_put_strz(&b, limit);
-	buf_printf(&b, ",\"rate\":%u,\"burst\":%u,\"retry_after_s\":%u}}", cfg->rate, cfg->burst,
-		   wait_s);
-	*ret = (struct api_response){.status = api_error_status(API_ERR_RATE_LIMITED),
-				     .content_type = API_JSON,
-				     .retry_after = wait_s,
-				     .fd = -1};
-	if (buf_steal(&b, &ret->body, &ret->body_len) < 0)
+	struct api_error e;
+	api_error_set(&e, API_ERR_RATE_LIMITED, NULL,
+		      "%s: %u a second, %u at once; try again in %u s", message, cfg->rate,
+		      cfg->burst, wait_s);
+	snprintf(e.extra, sizeof(e.extra),
+		 "\"limit\":\"%s\",\"rate\":%u,\"burst\":%u,\"retry_after_s\":%u", limit, cfg->rate,
+		 cfg->burst, wait_s);
+	*ret = (struct api_response){.retry_after = wait_s, .fd = -1};
+	if (api_error_respond(&e, ret) < 0) {
 		ret->status = 500;
+		ret->content_type = API_JSON;
+	}
 }
 
 /* The error e as the answer; a 401 says how to authenticate. */
