@@ -1,8 +1,8 @@
 /*
  * agentbox - run commands in sandboxes.
  *
- * main() only finds the verb and hands over; each verb lives in its own
- * verb-*.c file.
+ * main() only takes the options before the verb (--cacert), finds the
+ * verb and hands over; each verb lives in its own verb-*.c file.
  */
 #include "cli/cli.h"
 
@@ -166,10 +166,13 @@ int cli_dispatch(const char *verb, const char *help, const struct verb *commands
 
 static int usage(FILE *out)
 {
-	fputs("usage: agentbox VERB [OPTIONS] ...\n\nverbs:\n", out);
+	fputs("usage: agentbox [--cacert FILE] VERB [OPTIONS] ...\n\nverbs:\n", out);
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(out, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
-	fputs("\n`agentbox VERB --help` describes one verb.\n"
+	fputs("\n  --cacert FILE  the CAs (PEM) that an https:// AGENTBOX_URL's certificate\n"
+	      "                 must come from (default $AGENTBOX_CACERT, else the\n"
+	      "                 system's)\n"
+	      "\n`agentbox VERB --help` describes one verb.\n"
 	      "exit status: 0 on success, 125 when agentbox itself fails;\n"
 	      "run and exec return their command's status (see their --help).\n",
 	      out);
@@ -184,9 +187,45 @@ static void ensure_std_fds(void)
 			(void)open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
 }
 
+/*
+ * The options before the verb, for every verb that talks to agentboxd:
+ * --cacert FILE (or --cacert=FILE). How many arguments they took, or -1
+ * after a usage error (said).
+ */
+static int global_options(int argc, char **argv)
+{
+	int i = 1;
+	while (i < argc && strncmp(argv[i], "--cacert", 8) == 0) {
+		const char *v = NULL;
+		if (argv[i][8] == '=') {
+			v = argv[i] + 9;
+			i++;
+		} else if (argv[i][8] == '\0' && i + 1 < argc) {
+			v = argv[i + 1];
+			i += 2;
+		} else if (argv[i][8] == '\0') {
+			cli_fail("option '--cacert' needs a value");
+			return -1;
+		} else {
+			break; /* not ours: the verb lookup says so */
+		}
+		if (!*v) {
+			cli_fail("--cacert: an empty path");
+			return -1;
+		}
+		client_set_cacert(v);
+	}
+	return i - 1;
+}
+
 int main(int argc, char **argv)
 {
 	ensure_std_fds();
+	int taken = global_options(argc, argv);
+	if (taken < 0)
+		return EXIT_AGENTBOX;
+	argc -= taken;
+	argv += taken;
 	if (argc < 2)
 		return usage(stderr);
 	if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0)
