@@ -25,6 +25,8 @@
 
 struct http_tls {
 	int fd;
+	bool eof;	 /* the socket's end was read (BIO_CTRL_EOF) */
+	bool handshaken; /* http_tls_handshake() succeeded */
 	SSL *ssl;
 	char what[320]; /* the server, for messages */
 };
@@ -67,14 +69,19 @@ static int bio_read(BIO *b, char *buf, size_t n, size_t *ret)
 			continue;
 		if (k < 0 && errno == EAGAIN)
 			BIO_set_retry_read(b);
+		else if (k == 0)
+			((struct http_tls *)BIO_get_data(b))->eof = true;
 		*ret = 0;
 		return 0;
 	}
 }
 
+/* OpenSSL asks BIO_CTRL_EOF to tell a truncation from a failure */
 static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-	(void)b, (void)num, (void)ptr;
+	(void)num, (void)ptr;
+	if (cmd == BIO_CTRL_EOF)
+		return ((struct http_tls *)BIO_get_data(b))->eof;
 	return cmd == BIO_CTRL_FLUSH ? 1 : 0;
 }
 
@@ -144,6 +151,7 @@ static int ctx_make(const char *cafile, SSL_CTX **ret, struct error *err)
 		return error_set(err, ENOMEM, "TLS: %s", reason(why, sizeof(why)));
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_read_ahead(ctx, 1); /* whole records and more per recv(), not 5 bytes */
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION)) {
 		SSL_CTX_free(ctx);
 		return error_set(err, EINVAL, "TLS: %s", reason(why, sizeof(why)));
@@ -250,16 +258,15 @@ static int failed(struct http_tls *t, int r, const char *doing, short *ret_event
 		return error_set(err, EKEYREJECTED, "TLS: the certificate of %s did not verify: %s",
 				 t->what, X509_verify_cert_error_string(v));
 	}
-	if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+	if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && !t->eof) {
 		ERR_clear_error();
-		return error_set_errno(err, saved ? saved : ECONNRESET, "TLS: %s %s", doing,
-				       t->what);
+		return error_set_errno(err, saved ? saved : EIO, "TLS: %s %s", doing, t->what);
 	}
 	unsigned long last = ERR_peek_last_error();
-	if (ERR_GET_LIB(last) == ERR_LIB_SSL &&
-	    ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+	if (t->eof || (ERR_GET_LIB(last) == ERR_LIB_SSL &&
+		       ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
 		ERR_clear_error();
-		if (!SSL_is_init_finished(t->ssl))
+		if (!t->handshaken)
 			return error_set(err, ECONNRESET,
 					 "TLS: %s closed the connection during the handshake",
 					 t->what);
@@ -275,8 +282,10 @@ int http_tls_handshake(struct http_tls *t, short *ret_events, struct error *err)
 {
 	ERR_clear_error();
 	int r = SSL_connect(t->ssl);
-	if (r == 1)
+	if (r == 1) {
+		t->handshaken = true;
 		return 0;
+	}
 	return failed(t, r, "the handshake with", ret_events, err);
 }
 
