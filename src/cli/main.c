@@ -3,6 +3,12 @@
  *
  * main() only takes the options before the verb (--cacert), finds the
  * verb and hands over; each verb lives in its own verb-*.c file.
+ *
+ * Built twice (src/cli/meson.build): agentbox, without TLS, and
+ * agentbox-tls (AGENTBOX_TLS), the same with OpenSSL. agentbox hands a
+ * verb that talks to an https:// AGENTBOX_URL to agentbox-tls, beside it,
+ * with the same arguments: libcrypto's relocations would cost every start
+ * of a sandbox (agentbox run) a few ms.
  */
 #include "cli/cli.h"
 
@@ -13,6 +19,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <strings.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -218,10 +228,52 @@ static int global_options(int argc, char **argv)
 	return i - 1;
 }
 
+#ifndef AGENTBOX_TLS
+/* Verbs that never talk to agentboxd: they never need TLS. */
+static bool verb_is_local(const char *verb)
+{
+	static const char *const local[] = {"run", "info",   "gc",	 "help",
+					    "-h",  "--help", "--version"};
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		if (strcmp(verb, local[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * An https:// AGENTBOX_URL for a verb that talks to agentboxd: become
+ * agentbox-tls, beside us, with argv as it is. Returns only when there is
+ * nothing to hand over (0), or after saying why it could not (125).
+ */
+static int hand_over_https(int argc, char **argv, const char *verb)
+{
+	const char *url = getenv("AGENTBOX_URL");
+	if (!url || strncasecmp(url, "https://", 8) != 0 || !verb || verb_is_local(verb))
+		return 0;
+	char exe[PATH_MAX], path[PATH_MAX + 16];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return cli_fail("https: cannot find agentbox-tls: /proc/self/exe: %s",
+				strerror(errno));
+	exe[n] = '\0';
+	snprintf(path, sizeof(path), "%s/agentbox-tls", dirname(exe));
+	(void)argc;
+	execv(path, argv);
+	return cli_fail("https: cannot run %s: %s", path, strerror(errno));
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	ensure_std_fds();
 	int taken = global_options(argc, argv);
+#ifndef AGENTBOX_TLS
+	if (taken >= 0 && taken + 1 < argc) {
+		int rc = hand_over_https(argc, argv, argv[taken + 1]);
+		if (rc)
+			return rc;
+	}
+#endif
 	if (taken < 0)
 		return EXIT_AGENTBOX;
 	argc -= taken;
