@@ -1,8 +1,14 @@
 /*
  * agentbox - run commands in sandboxes.
  *
- * main() only finds the verb and hands over; each verb lives in its own
- * verb-*.c file.
+ * main() only takes the options before the verb (--cacert), finds the
+ * verb and hands over; each verb lives in its own verb-*.c file.
+ *
+ * Built twice (src/cli/meson.build): agentbox, without TLS, and
+ * agentbox-tls (AGENTBOX_TLS), the same with OpenSSL. agentbox hands a
+ * verb that talks to an https:// AGENTBOX_URL to agentbox-tls, beside it,
+ * with the same arguments: libcrypto's relocations would cost every start
+ * of a sandbox (agentbox run) a few ms.
  */
 #include "cli/cli.h"
 
@@ -13,6 +19,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <strings.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,10 +176,13 @@ int cli_dispatch(const char *verb, const char *help, const struct verb *commands
 
 static int usage(FILE *out)
 {
-	fputs("usage: agentbox VERB [OPTIONS] ...\n\nverbs:\n", out);
+	fputs("usage: agentbox [--cacert FILE] VERB [OPTIONS] ...\n\nverbs:\n", out);
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(out, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
-	fputs("\n`agentbox VERB --help` describes one verb.\n"
+	fputs("\n  --cacert FILE  the CAs (PEM) that an https:// AGENTBOX_URL's certificate\n"
+	      "                 must come from (default $AGENTBOX_CACERT, else the\n"
+	      "                 system's)\n"
+	      "\n`agentbox VERB --help` describes one verb.\n"
 	      "exit status: 0 on success, 125 when agentbox itself fails;\n"
 	      "run and exec return their command's status (see their --help).\n",
 	      out);
@@ -184,9 +197,87 @@ static void ensure_std_fds(void)
 			(void)open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
 }
 
+/*
+ * The options before the verb, for every verb that talks to agentboxd:
+ * --cacert FILE (or --cacert=FILE). How many arguments they took, or -1
+ * after a usage error (said).
+ */
+static int global_options(int argc, char **argv)
+{
+	int i = 1;
+	while (i < argc && strncmp(argv[i], "--cacert", 8) == 0) {
+		const char *v = NULL;
+		if (argv[i][8] == '=') {
+			v = argv[i] + 9;
+			i++;
+		} else if (argv[i][8] == '\0' && i + 1 < argc) {
+			v = argv[i + 1];
+			i += 2;
+		} else if (argv[i][8] == '\0') {
+			cli_fail("option '--cacert' needs a value");
+			return -1;
+		} else {
+			break; /* not ours: the verb lookup says so */
+		}
+		if (!*v) {
+			cli_fail("--cacert: an empty path");
+			return -1;
+		}
+		client_set_cacert(v);
+	}
+	return i - 1;
+}
+
+#ifndef AGENTBOX_TLS
+/* Verbs that never talk to agentboxd: they never need TLS. */
+static bool verb_is_local(const char *verb)
+{
+	static const char *const local[] = {"run", "info",   "gc",	 "help",
+					    "-h",  "--help", "--version"};
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		if (strcmp(verb, local[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * An https:// AGENTBOX_URL for a verb that talks to agentboxd: become
+ * agentbox-tls, beside us, with argv as it is. Returns only when there is
+ * nothing to hand over (0), or after saying why it could not (125).
+ */
+static int hand_over_https(int argc, char **argv, const char *verb)
+{
+	const char *url = getenv("AGENTBOX_URL");
+	if (!url || strncasecmp(url, "https://", 8) != 0 || !verb || verb_is_local(verb))
+		return 0;
+	char exe[PATH_MAX], path[PATH_MAX + 16];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return cli_fail("https: cannot find agentbox-tls: /proc/self/exe: %s",
+				strerror(errno));
+	exe[n] = '\0';
+	snprintf(path, sizeof(path), "%s/agentbox-tls", dirname(exe));
+	(void)argc;
+	execv(path, argv);
+	return cli_fail("https: cannot run %s: %s", path, strerror(errno));
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	ensure_std_fds();
+	int taken = global_options(argc, argv);
+#ifndef AGENTBOX_TLS
+	if (taken >= 0 && taken + 1 < argc) {
+		int rc = hand_over_https(argc, argv, argv[taken + 1]);
+		if (rc)
+			return rc;
+	}
+#endif
+	if (taken < 0)
+		return EXIT_AGENTBOX;
+	argc -= taken;
+	argv += taken;
 	if (argc < 2)
 		return usage(stderr);
 	if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0)

@@ -45,24 +45,57 @@ static int auth_from_env(struct client *c, struct error *err)
 	return 0;
 }
 
+/* --cacert (client_set_cacert()), for every client the command makes. */
+static const char *cacert_option;
+
+void client_set_cacert(const char *path)
+{
+	cacert_option = path;
+}
+
+/* The CAs to trust over https: --cacert, else AGENTBOX_CACERT, else none (the system's). */
+static int cacert_choose(struct client *c, struct error *err)
+{
+	const char *env = getenv("AGENTBOX_CACERT");
+	const char *path = cacert_option ? cacert_option : env && *env ? env : NULL;
+	const char *name = cacert_option ? "--cacert" : "AGENTBOX_CACERT";
+	if (!path)
+		return 0;
+	if (cacert_option && !(c->ep.transport == HTTP_TCP && c->ep.tls))
+		return error_set(err, EINVAL,
+				 "--cacert is for an https:// AGENTBOX_URL; agentboxd at %s is "
+				 "not reached over TLS",
+				 c->ep.name);
+	if (strlen(path) >= CLIENT_PATH_MAX)
+		return error_set(err, ENAMETOOLONG, "%s: the path is longer than %d bytes", name,
+				 CLIENT_PATH_MAX - 1);
+	snprintf(c->cacert, sizeof(c->cacert), "%s", path);
+	return 0;
+}
+
 int client_init(struct client *c, const char *socket_path, struct error *err)
 {
 	*c = (struct client){
 	    .connect_timeout_ms = CLIENT_CONNECT_TIMEOUT_MS,
 	    .read_timeout_ms = CLIENT_READ_TIMEOUT_MS,
 	};
+	const char *url = getenv("AGENTBOX_URL");
 	const char *host = getenv("AGENTBOX_HOST");
 	int r;
 	if (socket_path) {
 		if ((r = http_endpoint_unix(socket_path, &c->ep, err)) < 0)
 			return error_prefix(err, "--socket: ");
+	} else if (url && *url) {
+		if ((r = http_endpoint_parse_url(url, &c->ep, err)) < 0)
+			return error_prefix(err, "AGENTBOX_URL: ");
 	} else if (host && *host) {
 		if ((r = http_endpoint_parse(host, &c->ep, err)) < 0)
 			return error_prefix(err, "AGENTBOX_HOST: ");
 	} else if ((r = http_endpoint_unix(CLIENT_DEFAULT_SOCKET, &c->ep, err)) < 0) {
 		return r;
 	}
-
+	if ((r = cacert_choose(c, err)) < 0)
+		return r;
 	return auth_from_env(c, err);
 }
 
@@ -125,7 +158,7 @@ static void fill_request(const struct client *c, struct http_request *req, const
 		headers[n++] = accept;
 	headers[n] = NULL;
 	req->headers = headers;
-	req->host = c->ep.transport == HTTP_TCP ? c->ep.name : "localhost";
+	req->host = c->ep.transport == HTTP_TCP ? c->ep.authority : "localhost";
 }
 
 struct stream_relay {
@@ -182,11 +215,17 @@ int client_request(struct client *c, const struct client_request *creq, json_t *
 	    .read_timeout_ms = read_timeout_ms,
 	    .deadline_ms = creq->deadline_ms,
 	    .peer = CLIENT_PEER,
+	    .cacert = c->cacert[0] ? c->cacert : NULL,
 	    .on_body = creq->on_body ? relay_body : NULL,
 	    .data = &relay,
 	};
 	struct http_response res;
 	int r = http_request(&c->ep, &req, &opt, &res, err);
+	if (r == -EKEYREJECTED && !c->cacert[0] && err) {
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof(err->msg) - n,
+			 " (give its CA with --cacert FILE or AGENTBOX_CACERT)");
+	}
 	if (r < 0)
 		return r;
 	c->last_status = res.status;

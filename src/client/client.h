@@ -5,11 +5,18 @@
  *
  * Where the daemon is, first match wins:
  *   --socket PATH (the caller's option)   a unix socket
+ *   AGENTBOX_URL=https://HOST[:PORT]      TLS over TCP (http-client.h's URLs)
+ *   AGENTBOX_URL=http://HOST[:PORT]       TCP
+ *   AGENTBOX_URL=unix:/path               a unix socket
  *   AGENTBOX_HOST=/path                   a unix socket
  *   AGENTBOX_HOST=HOST:PORT               TCP
  *   otherwise                             CLIENT_DEFAULT_SOCKET
- * and, over either transport, AGENTBOX_KEY (else AGENTBOX_TOKEN, its
- * older name), if set, is sent as "Authorization: Bearer".
+ * and, over any transport, AGENTBOX_KEY (else AGENTBOX_TOKEN, its
+ * older name), if set, is sent as "Authorization: Bearer". Over https the
+ * server's certificate must verify (client/tls.h) against the CAs of
+ * client_set_cacert() (--cacert), else of AGENTBOX_CACERT, else the
+ * system's; one that does not is -EKEYREJECTED, and the message says how
+ * to give the CA when none was.
  *
  * Errors: 0 or -errno, and a struct error whose message is ready to print
  * after "agentbox: VERB: ". When the daemon answered with an error (4xx,
@@ -48,25 +55,38 @@
 #define CLIENT_HELP_ENVIRONMENT                                                                    \
 	"\n"                                                                                       \
 	"environment:\n"                                                                           \
+	"  AGENTBOX_URL    https://HOST:PORT, http://HOST:PORT or unix:/PATH; before\n"            \
 	"  AGENTBOX_HOST   /path/to/socket, or HOST:PORT to use TCP\n"                             \
 	"  AGENTBOX_KEY    the API key to send (abx_...); AGENTBOX_TOKEN, its older\n"             \
-	"                  name, when it is not set\n"
+	"                  name, when it is not set\n"                                             \
+	"  AGENTBOX_CACERT the CAs (PEM) an https server's certificate must come from,\n"          \
+	"                  unless `agentbox --cacert FILE VERB` (default: the system's)\n"
 #define CLIENT_CONNECT_TIMEOUT_MS 5000
 #define CLIENT_READ_TIMEOUT_MS	  30000
 /* Bytes of AGENTBOX_KEY (or AGENTBOX_TOKEN). */
 #define CLIENT_TOKEN_MAX 4096
 /* Bytes of a request path we build ("/v1/tasks/ID/events?after=N"). */
 #define CLIENT_TARGET_MAX 1024
+/* Bytes of a path we keep (--cacert, AGENTBOX_CACERT). */
+#define CLIENT_PATH_MAX 4096
 /* Bytes of a task id we put in a path. */
 #define CLIENT_ID_MAX 64
 
 struct client {
 	struct http_endpoint ep;
-	char *auth_header;	/* "Authorization: Bearer ..." or NULL */
-	int connect_timeout_ms; /* CLIENT_CONNECT_TIMEOUT_MS unless changed */
-	int read_timeout_ms;	/* CLIENT_READ_TIMEOUT_MS unless changed; streams use none */
-	int last_status;	/* the last response's HTTP status; 0 = none came */
+	char *auth_header;	      /* "Authorization: Bearer ..." or NULL */
+	int connect_timeout_ms;	      /* CLIENT_CONNECT_TIMEOUT_MS unless changed */
+	int read_timeout_ms;	      /* CLIENT_READ_TIMEOUT_MS unless changed; streams use none */
+	int last_status;	      /* the last response's HTTP status; 0 = none came */
+	char cacert[CLIENT_PATH_MAX]; /* https: the CA file; "" = the system's store */
 };
+
+/*
+ * The command's --cacert (path kept, not copied; NULL = none), for every
+ * client_init() after it. An explicit --cacert with an endpoint that is
+ * not https is an error there; AGENTBOX_CACERT is then ignored.
+ */
+void client_set_cacert(const char *path);
 
 /* Fill c from socket_path (NULL = not given) and the environment. */
 int client_init(struct client *c, const char *socket_path, struct error *err);

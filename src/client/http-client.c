@@ -4,9 +4,11 @@
  * One connection carries one exchange: the request is written whole, the
  * header block is read whole into the connection's buffer (which is
  * exactly HTTP_HEAD_MAX long, so a longer block cannot fit), then the
- * body is read by its framing and either buffered or streamed.
+ * body is read by its framing and either buffered or streamed. Its bytes
+ * go through conn_read() and conn_write(): the socket, or TLS (tls.h).
  */
 #include "client/http-client.h"
+#include "client/tls.h"
 
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -112,101 +114,6 @@ size_t http_query_escape(const char *s, char *buf, size_t size)
 	if (size > 0)
 		buf[n < size ? n : size - 1] = '\0';
 	return n;
-}
-
-/* ---- endpoints -------------------------------------------------------- */
-
-static int parse_port(const char *s, char out[8])
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > 5)
-		return -EINVAL;
-	unsigned v = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!is_digit(s[i]))
-			return -EINVAL;
-		v = v * 10 + (unsigned)(s[i] - '0');
-	}
-	if (v == 0 || v > 65535)
-		return -EINVAL;
-	snprintf(out, 8, "%u", v);
-	return 0;
-}
-
-static bool host_is_numeric(const char *host)
-{
-	struct in6_addr a6;
-	struct in_addr a4;
-	return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
-}
-
-int http_endpoint_unix(const char *path, struct http_endpoint *ret, struct error *err)
-{
-	struct http_endpoint ep = {.transport = HTTP_UNIX};
-	if (!path || !*path)
-		return error_set(err, EINVAL, "an empty socket path");
-	if (has_ctl(path, strlen(path)))
-		return error_set(err, EINVAL, "the socket path holds control characters");
-	if (strlen(path) >= sizeof(ep.path))
-		return error_set(err, ENAMETOOLONG, "socket path '%s' is longer than %zu bytes",
-				 path, sizeof(ep.path) - 1);
-	snprintf(ep.path, sizeof(ep.path), "%s", path);
-	snprintf(ep.name, sizeof(ep.name), "%s", path);
-	*ret = ep;
-	return 0;
-}
-
-int http_endpoint_parse(const char *s, struct http_endpoint *ret, struct error *err)
-{
-	struct http_endpoint ep = {0};
-	if (!s || !*s)
-		return error_set(err, EINVAL, "an empty address (want a socket path or HOST:PORT)");
-	if (strlen(s) >= sizeof(ep.name))
-		return error_set(err, ENAMETOOLONG, "the address is longer than %zu bytes",
-				 sizeof(ep.name) - 1);
-	if (has_ctl(s, strlen(s)))
-		return error_set(err, EINVAL, "the address holds control characters");
-	snprintf(ep.name, sizeof(ep.name), "%s", s);
-
-	if (s[0] == '/')
-		return http_endpoint_unix(s, ret, err);
-
-	const char *host, *port;
-	size_t hlen;
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		if (!close || close[1] != ':')
-			return error_set(err, EINVAL, "'%s' is not [IPV6]:PORT", s);
-		host = s + 1;
-		hlen = (size_t)(close - host);
-		port = close + 2;
-	} else {
-		const char *colon = strrchr(s, ':');
-		if (!colon)
-			return error_set(err, EINVAL,
-					 "'%s' is neither a socket path (/...) nor HOST:PORT", s);
-		host = s;
-		hlen = (size_t)(colon - s);
-		if (memchr(host, ':', hlen))
-			return error_set(err, EINVAL,
-					 "'%s': an IPv6 address goes in brackets, as [::1]:PORT",
-					 s);
-		port = colon + 1;
-	}
-	if (hlen == 0 || hlen >= sizeof(ep.host))
-		return error_set(err, EINVAL, "'%s' has no usable host", s);
-	memcpy(ep.host, host, hlen);
-	ep.host[hlen] = '\0';
-	if (parse_port(port, ep.port) < 0)
-		return error_set(err, EINVAL, "'%s': the port is not a number from 1 to 65535", s);
-	if (strcmp(ep.host, "localhost") != 0 && !host_is_numeric(ep.host))
-		return error_set(err, EINVAL,
-				 "'%s': the host must be a numeric address or localhost "
-				 "(names are not resolved)",
-				 s);
-	ep.transport = HTTP_TCP;
-	*ret = ep;
-	return 0;
 }
 
 /* ---- waiting and connecting ------------------------------------------- */
@@ -322,6 +229,7 @@ int http_connect(const struct http_endpoint *ep, const struct http_options *opt,
 
 struct conn {
 	int fd;
+	struct http_tls *tls; /* https, or NULL: the bare socket */
 	const char *name;
 	const struct http_options *opt;
 	struct error *err;
@@ -360,6 +268,45 @@ static int timed_out(struct conn *c, const char *doing)
 }
 
 /*
+ * Up to n bytes from the connection: > 0, 0 at its end, -EAGAIN with
+ * *events what to wait for, or -errno with c->err set.
+ */
+static ssize_t conn_read(struct conn *c, char *p, size_t n, short *events)
+{
+	if (c->tls)
+		return http_tls_read(c->tls, p, n, events, c->err);
+	for (;;) {
+		ssize_t k = read(c->fd, p, n);
+		if (k >= 0)
+			return k;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN)
+			return -EAGAIN;
+		return error_set_errno(c->err, errno, "reading from %s at %s", peer_of(c->opt),
+				       c->name);
+	}
+}
+
+/* Up to n bytes (n > 0) onto the connection, as conn_read(). */
+static ssize_t conn_write(struct conn *c, const char *p, size_t n, short *events)
+{
+	if (c->tls)
+		return http_tls_write(c->tls, p, n, events, c->err);
+	for (;;) {
+		ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
+		if (k > 0)
+			return k;
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN)
+			return -EAGAIN;
+		return error_set_errno(c->err, k < 0 ? errno : EIO,
+				       "sending the request to %s at %s", peer_of(c->opt), c->name);
+	}
+}
+
+/*
  * Read what is there into the buffer, after moving the unread part to its
  * start. 0 (more bytes, or c->eof set), or -errno. The buffer must not be
  * full of unread bytes; the callers' limits see to that.
@@ -374,7 +321,8 @@ static int conn_fill(struct conn *c)
 	if (c->len == HTTP_HEAD_MAX)
 		return error_set(c->err, ENOBUFS, "internal: the response buffer is full");
 	for (;;) {
-		ssize_t n = read(c->fd, c->buf + c->len, HTTP_HEAD_MAX - c->len);
+		short events = POLLIN;
+		ssize_t n = conn_read(c, c->buf + c->len, HTTP_HEAD_MAX - c->len, &events);
 		if (n > 0) {
 			c->len += (size_t)n;
 			return 0;
@@ -383,12 +331,9 @@ static int conn_fill(struct conn *c)
 			c->eof = true;
 			return 0;
 		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return error_set_errno(c->err, errno, "reading from %s at %s",
-					       peer_of(c->opt), c->name);
-		int r = wait_fd(c->fd, POLLIN, c->opt->read_timeout_ms, c->opt->deadline_ms);
+		if (n != -EAGAIN)
+			return (int)n;
+		int r = wait_fd(c->fd, events, c->opt->read_timeout_ms, c->opt->deadline_ms);
 		if (r == -ETIMEDOUT)
 			return timed_out(c, "waiting for");
 		if (r < 0)
@@ -399,25 +344,20 @@ static int conn_fill(struct conn *c)
 static int conn_send(struct conn *c, const char *p, size_t n)
 {
 	while (n > 0) {
-		ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
+		short events = POLLOUT;
+		ssize_t k = conn_write(c, p, n, &events);
 		if (k > 0) {
 			p += k;
 			n -= (size_t)k;
 			continue;
 		}
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && errno == EAGAIN) {
-			int r =
-			    wait_fd(c->fd, POLLOUT, c->opt->read_timeout_ms, c->opt->deadline_ms);
-			if (r == -ETIMEDOUT)
-				return timed_out(c, "sending to");
-			if (r < 0)
-				return error_set_errno(c->err, -r, "poll");
-			continue;
-		}
-		return error_set_errno(c->err, k < 0 ? errno : EIO,
-				       "sending the request to %s at %s", peer_of(c->opt), c->name);
+		if (k != -EAGAIN)
+			return (int)k;
+		int r = wait_fd(c->fd, events, c->opt->read_timeout_ms, c->opt->deadline_ms);
+		if (r == -ETIMEDOUT)
+			return timed_out(c, "sending to");
+		if (r < 0)
+			return error_set_errno(c->err, -r, "poll");
 	}
 	return 0;
 }
@@ -899,8 +839,9 @@ static int send_from_reader(struct conn *c, const struct http_request *req, stru
 	return 0;
 }
 
-int http_exchange(int fd, const char *name, const struct http_request *req,
-		  const struct http_options *opt, struct http_response *ret, struct error *err)
+/* http_exchange() over fd, or over tls on it when tls is not NULL. */
+static int exchange(int fd, struct http_tls *tls, const char *name, const struct http_request *req,
+		    const struct http_options *opt, struct http_response *ret, struct error *err)
 {
 	if (!opt)
 		opt = &default_options;
@@ -918,7 +859,8 @@ int http_exchange(int fd, const char *name, const struct http_request *req,
 		r = error_set_errno(err, ENOMEM, "reading the response");
 		goto out;
 	}
-	struct conn c = {.fd = fd, .name = name, .opt = opt, .err = &send_err, .buf = buf};
+	struct conn c = {
+	    .fd = fd, .tls = tls, .name = name, .opt = opt, .err = &send_err, .buf = buf};
 
 	/*
 	 * A server may answer early and close (413, say): if sending fails,
@@ -1002,12 +944,64 @@ out:
 	return r;
 }
 
+int http_exchange(int fd, const char *name, const struct http_request *req,
+		  const struct http_options *opt, struct http_response *ret, struct error *err)
+{
+	return exchange(fd, NULL, name, req, opt, ret, err);
+}
+
+/* The TLS handshake on fd, within connect_timeout_ms and the deadline. */
+static int tls_start(int fd, const struct http_endpoint *ep, const struct http_options *opt,
+		     struct http_tls **ret, struct error *err)
+{
+	char what[sizeof(ep->name) + 32];
+	snprintf(what, sizeof(what), "%s at %s", peer_of(opt), ep->name);
+	struct http_tls *t = NULL;
+	int r = http_tls_new(fd, ep->host, opt->cacert, what, &t, err);
+	if (r < 0)
+		return r;
+	int64_t end = opt->connect_timeout_ms > 0 ? http_now_ms() + opt->connect_timeout_ms : 0;
+	if (opt->deadline_ms > 0 && (end == 0 || opt->deadline_ms < end))
+		end = opt->deadline_ms;
+	for (;;) {
+		short events = POLLIN;
+		r = http_tls_handshake(t, &events, err);
+		if (r != -EAGAIN)
+			break;
+		r = wait_fd(fd, events, 0, end);
+		if (r == -ETIMEDOUT) {
+			r = error_set(err, ETIMEDOUT, "TLS: no handshake with %s within %d ms",
+				      what, opt->connect_timeout_ms);
+			break;
+		}
+		if (r < 0) {
+			r = error_set_errno(err, -r, "poll");
+			break;
+		}
+	}
+	if (r < 0) {
+		http_tls_free(t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
 int http_request(const struct http_endpoint *ep, const struct http_request *req,
 		 const struct http_options *opt, struct http_response *ret, struct error *err)
 {
+	if (!opt)
+		opt = &default_options;
 	_cleanup_close_ int fd = -1;
 	int r = http_connect(ep, opt, &fd, err);
 	if (r < 0)
 		return r;
-	return http_exchange(fd, ep->name, req, opt, ret, err);
+	if (ep->transport != HTTP_TCP || !ep->tls)
+		return exchange(fd, NULL, ep->name, req, opt, ret, err);
+	struct http_tls *tls = NULL;
+	if ((r = tls_start(fd, ep, opt, &tls, err)) < 0)
+		return r;
+	r = exchange(fd, tls, ep->name, req, opt, ret, err);
+	http_tls_free(tls);
+	return r;
 }

@@ -1,6 +1,6 @@
 /*
  * http-client.h - a small, strict HTTP/1.1 client: one request per
- * connection, over a unix socket or TCP.
+ * connection, over a unix socket, TCP, or TLS over TCP (tls.h).
  *
  * It is what the agentbox command speaks to agentboxd with, and only as
  * much HTTP as that needs: a request with an optional body goes out with
@@ -16,7 +16,9 @@
  * both framings at once; chunk sizes in hex that fit; CRLF after every
  * chunk. A connection that closes before the framing says the body ends
  * is an error (-ECONNRESET), not a short body; a malformed response is
- * -EPROTO.
+ * -EPROTO. Over TLS a connection ends only with the server's close_notify:
+ * one cut without it is -ECONNRESET, even where the framing is "until the
+ * server closes".
  *
  * Response bodies are either buffered (at most opt->body_max,
  * HTTP_BODY_MAX by default) or, when opt->on_body is set and the status is
@@ -68,18 +70,28 @@ enum http_transport {
 
 struct http_endpoint {
 	enum http_transport transport;
-	char path[108]; /* HTTP_UNIX: the socket's path (sun_path's size) */
-	char host[64];	/* HTTP_TCP: "127.0.0.1", "::1" or "localhost" */
-	char port[8];	/* HTTP_TCP: "1..65535" */
-	char name[300]; /* as the user wrote it, for messages */
+	bool tls;	    /* HTTP_TCP: https (tls.h) */
+	char path[108];	    /* HTTP_UNIX: the socket's path (sun_path's size) */
+	char host[64];	    /* HTTP_TCP: "127.0.0.1", "::1" or "localhost" */
+	char port[8];	    /* HTTP_TCP: "1..65535" */
+	char authority[80]; /* HTTP_TCP: "HOST:PORT", "[IPV6]:PORT": the Host header */
+	char name[300];	    /* as the user wrote it, for messages */
 };
 
 /*
- * Parse where the server is: a string starting with '/' is a unix socket's
- * path; anything else is "HOST:PORT" or "[IPV6]:PORT". 0, or -EINVAL with
- * err saying what is wrong.
+ * Parse where the server is (endpoint.c): a string starting with '/' is a
+ * unix socket's path; anything else is "HOST:PORT" or "[IPV6]:PORT". 0,
+ * or -EINVAL with err saying what is wrong.
  */
 int http_endpoint_parse(const char *s, struct http_endpoint *ret, struct error *err);
+
+/*
+ * A URL: "https://HOST[:PORT]" (TLS; port 443 by default),
+ * "http://HOST[:PORT]" (port 80), or "unix:/PATH"; one "/" may end the
+ * first two, and nothing else: no path, query, fragment or user. HOST is
+ * as for http_endpoint_parse(). 0, or -EINVAL / -ENAMETOOLONG with err.
+ */
+int http_endpoint_parse_url(const char *url, struct http_endpoint *ret, struct error *err);
 
 /* A unix socket at path, relative or absolute. 0 or -ENAMETOOLONG / -EINVAL. */
 int http_endpoint_unix(const char *path, struct http_endpoint *ret, struct error *err);
@@ -149,6 +161,7 @@ struct http_options {
 	int64_t deadline_ms;	/* http_now_ms() by which it all ends; 0 = none */
 	size_t body_max;	/* buffered bodies; 0 = HTTP_BODY_MAX */
 	const char *peer; /* what the server is, for messages ("agentboxd"); NULL = "the server" */
+	const char *cacert;   /* https: the CAs to trust (a PEM file); NULL = the system's */
 	http_body_fn on_body; /* stream 2xx bodies here instead of buffering them */
 	void *data;	      /* for on_body */
 };
@@ -169,7 +182,7 @@ int64_t http_now_ms(void);
  * Connect to ep (O_CLOEXEC, non-blocking) within connect_timeout_ms (0 =
  * none), and return the fd in *ret_fd. A refused connection or a missing
  * socket reads "cannot reach PEER at NAME: Connection refused (is it
- * running?)".
+ * running?)". No TLS: http_request() starts it on an https endpoint.
  */
 int http_connect(const struct http_endpoint *ep, const struct http_options *opt, int *ret_fd,
 		 struct error *err);
@@ -182,7 +195,12 @@ int http_connect(const struct http_endpoint *ep, const struct http_options *opt,
 int http_exchange(int fd, const char *name, const struct http_request *req,
 		  const struct http_options *opt, struct http_response *ret, struct error *err);
 
-/* http_connect() + http_exchange() + close. */
+/*
+ * http_connect(), on an https endpoint the TLS handshake (tls.h: the
+ * server verified against opt->cacert, within connect_timeout_ms too; a
+ * certificate that does not verify is -EKEYREJECTED), the exchange over
+ * it, and close.
+ */
 int http_request(const struct http_endpoint *ep, const struct http_request *req,
 		 const struct http_options *opt, struct http_response *ret, struct error *err);
 

@@ -93,11 +93,37 @@
 #define DAEMON_RATE_BURST_FACTOR      2
 #define DAEMON_RATE_BUCKETS	      4096
 
+/*
+ * TLS on the TCP listener (--tls-cert, --tls-key; tls.c, server.c): each
+ * file is read whole, at most DAEMON_TLS_FILE_MAX bytes, and handed to
+ * libmicrohttpd, whose GnuTLS speaks DAEMON_TLS_PRIORITIES: TLS 1.3 and
+ * 1.2, nothing older.
+ */
+#define DAEMON_TLS_FILE_MAX   (1u << 20)
+#define DAEMON_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/*
+ * The certificate chain and private key, as PEM text (NUL-terminated).
+ * Owned: daemon_tls_release() frees both; the key's bytes are zeroed
+ * first, by daemon_tls_forget_key() too, once libmicrohttpd has parsed
+ * it (it keeps its own copy, GnuTLS's).
+ */
+struct daemon_tls {
+	char *cert; /* NULL: no TLS */
+	char *key;
+	size_t key_len;
+	bool key_exposed; /* the key file is readable or writable by group or others */
+	unsigned key_mode;
+};
+
 struct daemon_config {
 	const char *socket_path;
 	const char *state_dir;
 	const char *listen;   /* "ADDR:PORT" or NULL */
 	bool insecure_listen; /* --insecure-listen: a non-loopback --listen without TLS */
+	const char *tls_cert; /* --tls-cert FILE, with --tls-key: --listen serves HTTPS */
+	const char *tls_key;
+	struct daemon_tls tls; /* their contents, read by parse_options() (main.c) */
 	const char *supervisor_path;
 	const char *shim_path;
 	unsigned max_running;
@@ -148,9 +174,14 @@ struct store *store_pool_get(struct store_pool *p);
 void store_pool_put(struct store_pool *p, struct store *st);
 void store_pool_release(struct store_pool *p);
 
-/* The HTTP side: one listener per socket (unix: the peer's uid; TCP: a key). */
+/*
+ * The HTTP side: one listener per socket (unix: the peer's uid; TCP: a
+ * key). tls: serve HTTPS with it (the TCP listener only), or NULL; it is
+ * read during the call only. -ENOTSUP when libmicrohttpd has no TLS.
+ */
 struct listener;
-int server_start(struct daemon *d, int listen_fd, struct listener **ret, struct error *err);
+int server_start(struct daemon *d, int listen_fd, const struct daemon_tls *tls,
+		 struct listener **ret, struct error *err);
 void server_stop(struct listener *l);
 
 /*
@@ -211,14 +242,38 @@ int daemon_rate_option(struct daemon_config *cfg, int opt, const char *arg);
 int daemon_rate_start(struct daemon *d, struct error *err);
 void daemon_rate_stop(struct daemon *d);
 
+/*
+ * --tls-cert and --tls-key (tls.c): both files into *ret (a regular file
+ * each, at most DAEMON_TLS_FILE_MAX bytes, PEM; the key's must hold a
+ * private key). 0, or -errno with err naming the option and the file.
+ */
+int daemon_tls_load(const char *cert_path, const char *key_path, struct daemon_tls *ret,
+		    struct error *err);
+/*
+ * The options' checks and the files (main.c's parse_options()): neither
+ * option is fine (no TLS); one without the other, or both without
+ * --listen, is -EINVAL; then daemon_tls_load() into cfg->tls, and a
+ * warning on stderr when the key's file is open to its group or others.
+ * 0, or -errno with err.
+ */
+int daemon_tls_configure(struct daemon_config *cfg, struct error *err);
+/* Zero and free the key (the certificate stays). Accepts NULL. */
+void daemon_tls_forget_key(struct daemon_tls *t);
+/* Zero the key, free both. Accepts NULL. */
+void daemon_tls_release(struct daemon_tls *t);
+
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);
 
 /* Listening sockets (listen.c): the fd, or -errno with err. */
 int listen_unix(const char *path, struct error *err);
-/* "ADDR:PORT", "[ADDR6]:PORT": a loopback address, or with insecure any (-EPERM). */
-int listen_tcp(const char *spec, bool insecure, struct error *err);
+/*
+ * "ADDR:PORT", "[ADDR6]:PORT": a loopback address, or any when keys
+ * cannot cross the network in clear: tls (--tls-cert) or insecure
+ * (--insecure-listen); else -EPERM.
+ */
+int listen_tcp(const char *spec, bool tls, bool insecure, struct error *err);
 /* What listen_tcp() would refuse of spec, without a socket: for the options. */
-int listen_tcp_check(const char *spec, bool insecure, struct error *err);
+int listen_tcp_check(const char *spec, bool tls, bool insecure, struct error *err);
 
 #endif

@@ -2,7 +2,8 @@
  * listen.c - the daemon's listening sockets: a unix socket (root's, and
  * --socket-user's through its ACL: users.c; its directory made 0755; a
  * leftover socket file of a crash is replaced, a live daemon's is not)
- * and a TCP address (loopback, unless --insecure-listen).
+ * and a TCP address (loopback, unless it serves TLS or --insecure-listen
+ * says the network is trusted).
  */
 #include "daemon/daemon.h"
 
@@ -53,7 +54,7 @@ int listen_unix(const char *path, struct error *err)
 }
 
 /* spec's address into *ss and *ret_len, checked as listen_tcp() says. 0 or -errno with err. */
-static int parse_listen(const char *spec, bool insecure, struct sockaddr_storage *ret,
+static int parse_listen(const char *spec, bool tls, bool insecure, struct sockaddr_storage *ret,
 			socklen_t *ret_len, struct error *err)
 {
 	char host[256];
@@ -85,31 +86,29 @@ static int parse_listen(const char *spec, bool insecure, struct sockaddr_storage
 	/* a key sent over a network in clear is a key given away: loopback only, unless told */
 	bool loopback = ss.ss_family == AF_INET ? (ntohl(in4->sin_addr.s_addr) >> 24) == 127
 						: IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-	if (!loopback && !insecure)
-		return error_set(
-		    err, EPERM,
-		    "--listen %s: not a loopback address, and agentboxd serves no TLS: "
-		    "every API key would cross the network in clear. Serve loopback "
-		    "behind a TLS proxy, or pass --insecure-listen for a network you "
-		    "trust",
-		    spec);
+	if (!loopback && !tls && !insecure)
+		return error_set(err, EPERM,
+				 "--listen %s: not a loopback address, and no TLS: every API key "
+				 "would cross the network in clear. Give --tls-cert and --tls-key, "
+				 "or pass --insecure-listen for a network you trust",
+				 spec);
 	*ret = ss;
 	*ret_len = len;
 	return 0;
 }
 
-int listen_tcp_check(const char *spec, bool insecure, struct error *err)
+int listen_tcp_check(const char *spec, bool tls, bool insecure, struct error *err)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	return parse_listen(spec, insecure, &ss, &len, err);
+	return parse_listen(spec, tls, insecure, &ss, &len, err);
 }
 
-int listen_tcp(const char *spec, bool insecure, struct error *err)
+int listen_tcp(const char *spec, bool tls, bool insecure, struct error *err)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
-	int r = parse_listen(spec, insecure, &ss, &len, err);
+	int r = parse_listen(spec, tls, insecure, &ss, &len, err);
 	if (r < 0)
 		return r;
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

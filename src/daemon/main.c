@@ -1,7 +1,8 @@
 /*
  * agentboxd - the agentbox daemon: durable tasks over HTTP+JSON.
  *
- *	agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]
+ *	agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT
+ *	          [--tls-cert FILE --tls-key FILE]]
  *	          [--max-running N] [--pool N] [--supervisor PATH] [--shim PATH]
  *	agentboxd --print-token [--state-dir DIR]
  *
@@ -13,8 +14,10 @@
  * running tasks and sandboxes go on under their supervisors and shims
  * and are found again by the next start.
  *
- * Exit status: 0 after a clean stop; 1 when it cannot start or serve; 2
- * for a usage error.
+ * Exit status: 0 after a clean stop; 1 when it cannot start or serve (a
+ * certificate libmicrohttpd refuses, say); 2 for a usage error (an option
+ * alone that needs another, a --tls-cert or --tls-key file that cannot be
+ * read or is not PEM).
  */
 #include "daemon/daemon.h"
 
@@ -52,8 +55,9 @@
 #define SCHED_TICK_MS 25
 
 static const char usage_text[] =
-    "usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT]\n"
-    "                 [--max-running N] [--pool N] [--pool-network N]\n"
+    "usage: agentboxd [--socket PATH] [--state-dir DIR] [--listen ADDR:PORT\n"
+    "                 [--tls-cert FILE --tls-key FILE]] [--max-running N]\n"
+    "                 [--pool N] [--pool-network N]\n"
     "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
     "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
@@ -70,8 +74,11 @@ static const char usage_text[] =
     "  --state-dir DIR    the database and task files (default " DAEMON_STATE_DIR_DEFAULT ")\n"
     "  --listen ADDR:PORT also serve TCP; every request then needs\n"
     "                     'Authorization: Bearer <key>' (agentbox key create);\n"
-    "                     a loopback address (no TLS yet), unless\n"
+    "                     a loopback address, unless it serves TLS or\n"
     "  --insecure-listen  lets --listen take any address: keys go in clear\n"
+    "  --tls-cert FILE    serve HTTPS on --listen (TLS 1.2 or 1.3) with this\n"
+    "                     certificate chain (PEM, the server's first) and\n"
+    "  --tls-key FILE     its private key (PEM; keep it mode 0600)\n"
     "  --max-running N    tasks running at once; the rest wait, first in first out\n"
     "                     (default 16)\n"
     "  --max-queued N     tasks waiting at once (default 10000); more: 503\n"
@@ -187,6 +194,8 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"rate-burst", required_argument, NULL, 'b'},
 	    {"auth-fail-rate", required_argument, NULL, 'f'},
 	    {"auth-fail-burst", required_argument, NULL, 'g'},
+	    {"tls-cert", required_argument, NULL, 'c'},
+	    {"tls-key", required_argument, NULL, 'k'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -242,6 +251,12 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 				    optarg);
 				return 2;
 			}
+			break;
+		case 'c':
+			d->cfg.tls_cert = optarg;
+			break;
+		case 'k':
+			d->cfg.tls_key = optarg;
 			break;
 		case 'U': {
 			struct error err = {0};
@@ -408,7 +423,10 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	if (d->cfg.state_dir[0] != '/')
 		return fprintf(stderr, "agentboxd: --state-dir must be absolute\n"), 2;
 	struct error err = {0};
-	if (d->cfg.listen && listen_tcp_check(d->cfg.listen, d->cfg.insecure_listen, &err) < 0)
+	if (daemon_tls_configure(&d->cfg, &err) < 0)
+		return fprintf(stderr, "agentboxd: %s\n", err.msg), 2;
+	if (d->cfg.listen && listen_tcp_check(d->cfg.listen, d->cfg.tls.cert != NULL,
+					      d->cfg.insecure_listen, &err) < 0)
 		return fprintf(stderr, "agentboxd: %s\n", err.msg), 2;
 	return -1;
 }
@@ -671,7 +689,10 @@ static int start_listeners(struct daemon *d, struct run *run, struct error *err)
 {
 	/* both sockets listen before either is served: once the unix socket
 	 * answers, a TCP client is never refused for having come too early */
-	int tfd = d->cfg.listen ? listen_tcp(d->cfg.listen, d->cfg.insecure_listen, err) : -1;
+	const struct daemon_tls *tls = d->cfg.tls.cert ? &d->cfg.tls : NULL;
+	int tfd = d->cfg.listen
+		      ? listen_tcp(d->cfg.listen, tls != NULL, d->cfg.insecure_listen, err)
+		      : -1;
 	if (d->cfg.listen && tfd < 0)
 		return tfd;
 	int ufd = listen_unix(d->cfg.socket_path, err);
@@ -687,14 +708,15 @@ static int start_listeners(struct daemon *d, struct run *run, struct error *err)
 		r = socket_acl_set(d->cfg.socket_path, d->cfg.local_users, d->cfg.nlocal_users,
 				   err);
 	if (r == 0 && tfd >= 0)
-		r = server_start(d, tfd, &run->tcp_l, err);
+		r = server_start(d, tfd, tls, &run->tcp_l, err);
 	else if (tfd >= 0)
 		close(tfd);
+	daemon_tls_forget_key(&d->cfg.tls); /* GnuTLS holds its own copy now */
 	if (r < 0) {
 		close(ufd);
 		return r;
 	}
-	return server_start(d, ufd, &run->unix_l, err);
+	return server_start(d, ufd, NULL, &run->unix_l, err);
 }
 
 /* Stop serving; what runs under supervisors and shims goes on. */
@@ -725,6 +747,7 @@ static void stop(struct daemon *d, struct run *run)
 	daemon_rate_stop(d);
 	free(run->default_spec);
 	free(run->egress_json);
+	daemon_tls_release(&d->cfg.tls);
 }
 
 int main(int argc, char **argv)
@@ -778,7 +801,10 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"agentboxd: serving unix:%s%s%s, state in %s, %u tasks at once, "
 		"%u warm sandboxes\n",
-		d.cfg.socket_path, d.cfg.listen ? " and tcp:" : "",
+		d.cfg.socket_path,
+		!d.cfg.listen	 ? ""
+		: d.cfg.tls.cert ? " and https:"
+				 : " and tcp:",
 		d.cfg.listen ? d.cfg.listen : "", d.cfg.state_dir, d.cfg.max_running,
 		d.cfg.pool_size);
 

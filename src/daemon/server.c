@@ -12,6 +12,10 @@
  * 429) is answered at once, so none gets "100 Continue" nor has its body
  * read. The timeouts of
  * daemon.h are set per connection as a request moves on.
+ *
+ * The TCP listener may serve HTTPS (--tls-cert, --tls-key): libmicrohttpd
+ * runs GnuTLS under the same callbacks, so every route, stream, download
+ * and upload is served the same way over either.
  */
 #include "base/fileio.h"
 #include "base/parse.h"
@@ -627,8 +631,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	*con_cls = NULL;
 }
 
-int server_start(struct daemon *d, int listen_fd, struct listener **ret, struct error *err)
+int server_start(struct daemon *d, int listen_fd, const struct daemon_tls *tls,
+		 struct listener **ret, struct error *err)
 {
+	if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+		return error_set(err, ENOTSUP,
+				 "--tls-cert: this libmicrohttpd was built without TLS (GnuTLS)");
 	struct listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return error_set(err, ENOMEM, "out of memory");
@@ -639,16 +647,34 @@ int server_start(struct daemon *d, int listen_fd, struct listener **ret, struct 
 	bool tcp =
 	    getsockname(listen_fd, (struct sockaddr *)&ss, &len) != 0 || ss.ss_family != AF_UNIX;
 	*l = (struct listener){.d = d, .tcp = tcp};
+	/*
+	 * HTTPS: GnuTLS parses the key and the chain here, in MHD_start_daemon(),
+	 * and keeps its own copies. The handshake is part of the connection's
+	 * life: the header timeout holds a client that never finishes it.
+	 */
+	struct MHD_OptionItem tls_items[] = {
+	    {MHD_OPTION_HTTPS_MEM_CERT, 0, tls ? tls->cert : NULL},
+	    {MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? tls->key : NULL},
+	    {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)DAEMON_TLS_PRIORITIES},
+	    {MHD_OPTION_END, 0, NULL},
+	};
+	if (!tls)
+		tls_items[0].option = MHD_OPTION_END;
 	l->mhd = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-		MHD_USE_ERROR_LOG,
+		MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
 	    0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, d, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)DAEMON_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	    (unsigned)(tcp ? DAEMON_TCP_PER_ADDRESS_MAX : 0), MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)DAEMON_HEADER_TIMEOUT_S, MHD_OPTION_END);
+	    (unsigned)DAEMON_HEADER_TIMEOUT_S, MHD_OPTION_ARRAY, tls_items, MHD_OPTION_END);
 	if (!l->mhd) {
 		free(l);
+		if (tls)
+			return error_set(err, EINVAL,
+					 "cannot start the HTTPS server: libmicrohttpd refused "
+					 "--tls-cert and --tls-key (a key that is not the "
+					 "certificate's? its message is above)");
 		return error_set(err, EIO, "cannot start the HTTP server");
 	}
 	*ret = l;
