@@ -87,6 +87,7 @@ int api_tenants_create(struct api_call *c)
 	json_decref(root);
 	if (r < 0)
 		return r;
+	snprintf(c->name, sizeof(c->name), "%s", t.name); /* the audit log's target */
 	struct buf b = {0};
 	put_tenant(&b, &t);
 	tenant_record_release(&t);
@@ -265,6 +266,7 @@ int api_keys_create(struct api_call *c)
 	json_decref(root); /* k.label pointed into it */
 	if (r < 0)
 		return r;
+	snprintf(c->name, sizeof(c->name), "%s", k.id); /* the audit log's target */
 	int sent = api_respond(c, 201, API_JSON, &b);
 	return sent;
 }
