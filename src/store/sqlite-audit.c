@@ -56,7 +56,8 @@ static const char *const audit_sql[A_STMT_COUNT] = {
 		     "route, target, status, error, source, reason) "
 		     "VALUES (?1, ?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
 	[A_FIND_REFUSAL] = "SELECT pk FROM audit WHERE source = ?1 AND reason = ?2 "
-			   "AND status = ?3 AND time >= ?4 ORDER BY time DESC LIMIT 1",
+			   "AND status = ?3 AND time >= ?4 AND key_id IS ?5 "
+			   "ORDER BY time DESC LIMIT 1",
 	[A_COUNT_REFUSAL] = "UPDATE audit SET count = count + 1, "
 			    "last_time = max(last_time, ?2) WHERE pk = ?1",
 	[A_BOUNDS] = "SELECT min(pk), max(pk) FROM audit",
@@ -142,6 +143,7 @@ static int count_refusal(struct sqlite_audit *s, const struct audit_record *a, i
 	bind_text(q, 2, a->reason);
 	sqlite3_bind_int(q, 3, a->status);
 	sqlite3_bind_int64(q, 4, window_start);
+	bind_text(q, 5, a->key_id);
 	int r = step(s, q, err, "finding a refusal's audit row");
 	int64_t pk = r > 0 ? sqlite3_column_int64(q, 0) : 0;
 	reset(q);

@@ -144,7 +144,7 @@ struct store_ops {
 	/*
 	 * The audit log (inside begin): add row a (count 1); with
 	 * window_start >= 0, first look for the row of (source, reason,
-	 * status) begun at or after it and count a in it instead. A row
+	 * key_id, status) begun at or after it and count a in it instead. A row
 	 * added past keep rows deletes the oldest, leaving keep - batch + 1.
 	 */
 	int (*audit_add)(struct store *st, const struct audit_record *a, int64_t window_start,

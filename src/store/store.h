@@ -427,7 +427,7 @@ struct audit_record {
 int store_audit_add(struct store *st, const struct audit_record *a, size_t keep, struct error *err);
 
 /*
- * Count one more refusal: the row of (a->source, a->reason, a->status)
+ * Count one more refusal: the row of (a->source, a->reason, a->key_id, a->status)
  * begun at or after window_start gets count + 1 and last_time = a->time;
  * when there is none, a new row with count 1 (reason and source needed,
  * else -EINVAL; limits as for add). window_start <= a->time.

@@ -171,8 +171,25 @@ static void test_refusals_are_counted(void **state)
 	refuse(f, 121000, "127.0.0.1", "revoked_key"); /* another reason: its own row */
 	refuse(f, 121500, "::1", "unknown_key");       /* another source: its own row */
 	refuse(f, 180000, "127.0.0.1", "unknown_key"); /* the next minute: a new row */
+	struct audit_record k = {.time = 180500,
+				 .uid = -1,
+				 .status = 401,
+				 .key_id = "k2345678abcd",
+				 .source = "127.0.0.1",
+				 .reason = "revoked_key"};
+	OK(store_audit_count(f->st, &k, 180000, 100, err));
+	OK(store_audit_count(f->st, &k, 180000, 100, err));
+	k.key_id = "m2345678abcd"; /* another key: its own row */
+	OK(store_audit_count(f->st, &k, 180000, 100, err));
 	struct audit_filter flt = {.limit = 10};
 	struct rows r;
+	audit_rows(f, &flt, &r);
+	assert_int_equal(r.n, 6);
+	assert_string_equal(r.v[0].key_id, "m2345678abcd");
+	assert_int_equal(r.v[0].count, 1);
+	assert_string_equal(r.v[1].key_id, "k2345678abcd");
+	assert_int_equal(r.v[1].count, 2);
+	flt.before_id = r.v[1].id;
 	audit_rows(f, &flt, &r);
 	assert_int_equal(r.n, 4);
 	assert_int_equal(r.v[3].count, 20);
