@@ -90,6 +90,7 @@ static int64_t fixed_now(void)
 /* The response is well-formed, and an error one has the table's status. */
 static json_t *check_response(const struct api_response *r)
 {
+	CHECK(r->audit[0] == '\0'); /* whatever came, its audit row was recorded */
 	if (r->kind != API_RESPONSE_BODY)
 		return NULL; /* a stream or a file, for the server: checked, nothing to parse */
 	CHECK(r->body && r->content_type);
@@ -241,7 +242,7 @@ static void fuzz_sandbox_checks(const char *text)
 			struct api_upload *u = api_upload_begin(&ctx, &reqs[i]);
 			CHECK(u != NULL);
 			CHECK(api_upload_write(u, "x", 1));
-			api_upload_end(u, &res);
+			api_upload_end(u, ctx.store, &res);
 			api_upload_free(u);
 		} else {
 			CHECK(api_handle(&ctx, &reqs[i], &res) == 0);

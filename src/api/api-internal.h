@@ -52,6 +52,17 @@ int api_query_int(const struct api_query *q, const char *name, int64_t min, int6
 
 /* ---- one call ---------------------------------------------------------- */
 
+/* Why a request was refused a principal (401), for the audit log (auth.c). */
+struct api_refusal {
+	const char *reason;	  /* static: "no_key", "malformed_key", "unknown_key",
+				   * "revoked_key", "expired_key", "unknown_user"; NULL: none */
+	char key_id[KEY_ID_SIZE]; /* a revoked or expired key's id (its secret was right); "" */
+};
+
+/* api_authenticate(), saying in *why (when not NULL) why it refused. */
+int api_authenticate_why(struct api_ctx *ctx, const struct api_request *req, int64_t now,
+			 struct api_principal *ret, struct api_error *e, struct api_refusal *why);
+
 struct api_call {
 	struct api_ctx *ctx;
 	const struct api_request *req;
@@ -61,6 +72,8 @@ struct api_call {
 	char name[TENANT_NAME_SIZE]; /* a tenant's or key's route: its name or id, well-formed */
 	long pid;		     /* the path's {pid}, or -1 */
 	struct api_principal who;    /* who asks (auth.c); zero on a public route */
+	bool authenticated;	     /* who is filled: auth passed */
+	struct api_refusal refusal;  /* auth refused: why (401) */
 	int64_t now;		     /* ms since the epoch, read once per call */
 	struct api_response *res;
 	struct api_error *err;
@@ -138,16 +151,62 @@ int api_files_get(struct api_call *c); /* sandbox-files.c */
 int api_files_put(struct api_call *c); /* never: api_upload_begin() serves it */
 int api_files_delete(struct api_call *c);
 
+/* ---- the audit log (audit.c) --------------------------------------------- */
+
+/*
+ * What the audit log records of one request, taken from its call before
+ * the call's strings go (api_audit_note()), recorded once it is answered
+ * (api_audit_record()). Plain data: strings copied, or static.
+ */
+struct api_audit_entry {
+	bool wanted;  /* a mutating request (POST, PUT, DELETE, PATCH), or a 401 */
+	bool refusal; /* a 401: counted, not added */
+	int64_t time;
+	char tenant[TENANT_NAME_SIZE]; /* "" = none */
+	char key_id[KEY_ID_SIZE];
+	long uid;		       /* -1 = none */
+	const char *method;	       /* static */
+	const char *route;	       /* the route table's template; NULL: no route has the path */
+	char target[TENANT_NAME_SIZE]; /* an id, a tenant's name or a key id; "" = none */
+	const char *reason;	       /* a refusal's, static */
+	char source[API_SOURCE_SIZE];
+};
+
+/* Fill *ret from call c (with its match m, NULL when it never matched). */
+void api_audit_note(const struct api_call *c, const struct api_match *m,
+		    struct api_audit_entry *ret);
+
+/*
+ * Record entry a, answered res->status with error code (API_ERR_COUNT:
+ * none), in st. Never changes the answer: a row the store refuses is
+ * said in res->audit, for the server's log. Does nothing unless a->wanted.
+ */
+void api_audit_record(const struct api_audit_entry *a, enum api_error_code code, struct store *st,
+		      struct api_response *res);
+
+/* GET /v1/audit (admins only). */
+int api_audit_list(struct api_call *c);
+
 /* Every check before a handler runs; fills c->id, c->pid and *q (router.c). */
 int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q);
 
 /*
  * Run handler (with data) as api_handle() runs a route's: every check of
  * api_prepare() first; *ret always filled (status 0 when the handler
- * answered nothing). 0 or -ENOMEM.
+ * answered nothing); then the request's audit row (audit.c). 0 or -ENOMEM.
  */
 int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret,
 	    int (*handler)(struct api_call *c, void *data), void *data);
+
+/*
+ * As api_run(), but the request's audit row is left to the caller: its
+ * entry in *ret_note, the error code answered (API_ERR_COUNT: none) in
+ * *ret_code, for api_audit_record() once the answer is final (an upload's,
+ * at its end).
+ */
+int api_run_deferred(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret,
+		     int (*handler)(struct api_call *c, void *data), void *data,
+		     struct api_audit_entry *ret_note, enum api_error_code *ret_code);
 
 /* Turn r (< 0) and e into an error response in ret. 0 or -ENOMEM. */
 int api_fail(int r, struct api_error *e, struct api_response *ret);

@@ -58,9 +58,14 @@
 /* A list response stops adding tasks past this many bytes (next is set). */
 #define API_LIST_BODY_MAX (16u << 20)
 /* Bytes of a query string; more is invalid_field "query". */
-#define API_QUERY_MAX	   4096
-#define API_LIST_DEFAULT   50
-#define API_EVENTS_DEFAULT 100
+#define API_QUERY_MAX	 4096
+#define API_LIST_DEFAULT 50
+/* The audit log (audit.c): a 401's row counts one source's refusals of one
+ * reason in a window this long; the log keeps this many rows, the oldest
+ * pruned past it. */
+#define API_AUDIT_WINDOW_MS 60000
+#define API_AUDIT_ROWS_MAX  STORE_AUDIT_ROWS_MAX
+#define API_EVENTS_DEFAULT  100
 
 struct api_request {
 	const char *method; /* "GET", "POST", ... (case-sensitive) */
@@ -108,6 +113,8 @@ enum api_route_id {
 	API_ROUTE_KEYS_CREATE,
 	API_ROUTE_KEY_REVOKE,
 	API_ROUTE_ME,
+	/* the audit log (audit.c): admins only */
+	API_ROUTE_AUDIT,
 	API_ROUTE_COUNT
 };
 
@@ -180,6 +187,8 @@ struct api_response {
 	char www_authenticate[16]; /* 401: the WWW-Authenticate header; else "" */
 	uint32_t retry_after;	   /* 429 rate_limited: the Retry-After header (s); else 0 */
 	char log[ERROR_MSG_MAX];   /* 5xx: why, for the server's log (never sent); else "" */
+	char audit[ERROR_MSG_MAX]; /* the audit row could not be recorded: why, for the
+				    * server's log (the answer stands); else "" */
 	enum api_response_kind kind;
 	int fd;			/* FILE, PROCESS_STREAM: owned (api_response_take_fd()) */
 	uint64_t size;		/* FILE */
@@ -274,6 +283,12 @@ struct api_ctx {
 	 * while a command runs, and sets store to NULL. NULL = keep it.
 	 */
 	void (*store_release)(struct api_ctx *ctx);
+	/*
+	 * After store_release: take a store again (sets ctx->store), for the
+	 * audit row of the request. NULL, or one that leaves it NULL: the row
+	 * is not recorded (res->audit says so).
+	 */
+	void (*store_acquire)(struct api_ctx *ctx);
 	/* The interactive sandboxes: NULL ops = none (their routes answer 500). */
 	const struct fleet_ops *fleet_ops;
 	struct fleet *fleet;
@@ -380,6 +395,7 @@ struct api_match {
 	size_t param_len;
 	const char *param2; /* the segment "{pid}" matched, or NULL */
 	size_t param2_len;
+	const char *pattern; /* the template of the first route with this path, or NULL */
 };
 
 /* Match method and path against the table. Never fails. */
@@ -440,8 +456,12 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
  */
 bool api_upload_write(struct api_upload *u, const char *data, size_t len);
 
-/* The body is complete: rename (or remove) the file; *ret is the answer (release it). */
-void api_upload_end(struct api_upload *u, struct api_response *ret);
+/*
+ * The body is complete: rename (or remove) the file; *ret is the answer
+ * (release it). The upload's audit row goes to st (NULL: it is not
+ * recorded, and ret->audit says so).
+ */
+void api_upload_end(struct api_upload *u, struct store *st, struct api_response *ret);
 
 /* Free (a temporary file left in the sandbox is removed). NULL is fine. */
 void api_upload_free(struct api_upload *u);

@@ -29,24 +29,26 @@ _Static_assert(AUTH_KEY_HASH_SIZE == KEY_HASH_SIZE, "the store keeps auth/key.h'
 
 #define REFUSED "this API needs the header Authorization: Bearer <key>"
 
-static int unauthorized(struct api_error *e, const char *why)
+/* Refuse with why, and say which kind of refusal it is (the audit log's reason). */
+static int unauthorized(struct api_error *e, struct api_refusal *ret, const char *reason,
+			const char *why)
 {
+	if (ret)
+		ret->reason = reason;
 	return api_error_set(e, API_ERR_UNAUTHORIZED, NULL, "%s", why);
 }
 
 /* The key behind header (a Bearer key, or the legacy token): its record. */
 static int find_key(struct api_ctx *ctx, const char *header, int64_t now, struct key_record *ret,
-		    struct api_error *e)
+		    struct api_error *e, struct api_refusal *why_ret)
 {
 	struct auth_key key;
 	struct error err = {0};
-	if (!header)
-		return unauthorized(e, REFUSED);
-	if (strncasecmp(header, "Bearer ", 7) != 0)
-		return unauthorized(e, REFUSED);
+	if (!header || strncasecmp(header, "Bearer ", 7) != 0)
+		return unauthorized(e, why_ret, "no_key", REFUSED);
 	if (strncmp(header + 7, AUTH_KEY_PREFIX, AUTH_KEY_PREFIX_LEN) == 0) {
 		if (auth_bearer_parse(header, &key, &err) < 0)
-			return unauthorized(e, err.msg);
+			return unauthorized(e, why_ret, "malformed_key", err.msg);
 	} else {
 		/* an older state directory's token: the legacy admin key, by its hash */
 		snprintf(key.id, sizeof(key.id), "%s", API_LEGACY_KEY_ID);
@@ -54,22 +56,34 @@ static int find_key(struct api_ctx *ctx, const char *header, int64_t now, struct
 	}
 	int r = store_key_get(ctx->store, key.id, ret, &err);
 	if (r == -ENOENT)
-		return unauthorized(e, "no such key");
+		return unauthorized(e, why_ret, "unknown_key", "no such key");
 	if (r < 0)
 		return api_error_internal(e, -r, err.msg);
-	const char *why = !auth_hash_equal(ret->hash, key.hash)	      ? "no such key"
+	bool known = auth_hash_equal(ret->hash, key.hash);
+	const char *why = !known				      ? "no such key"
 			  : ret->revoked_at			      ? "the key is revoked"
 			  : ret->expires_at && now >= ret->expires_at ? "the key has expired"
 								      : NULL;
-	if (why) {
-		key_record_release(ret);
-		return unauthorized(e, why);
-	}
-	return 0;
+	const char *reason = !known	       ? "unknown_key"
+			     : ret->revoked_at ? "revoked_key"
+					       : "expired_key";
+	/* a key that is ours (its secret right) is named: its id is not the client's to choose */
+	if (why && known && why_ret)
+		snprintf(why_ret->key_id, sizeof(why_ret->key_id), "%s", ret->id);
+	if (!why)
+		return 0;
+	key_record_release(ret);
+	return unauthorized(e, why_ret, reason, why);
 }
 
 int api_authenticate(struct api_ctx *ctx, const struct api_request *req, int64_t now,
 		     struct api_principal *ret, struct api_error *e)
+{
+	return api_authenticate_why(ctx, req, now, ret, e, NULL);
+}
+
+int api_authenticate_why(struct api_ctx *ctx, const struct api_request *req, int64_t now,
+			 struct api_principal *ret, struct api_error *e, struct api_refusal *why)
 {
 	*ret = (struct api_principal){.uid = -1};
 	if (!ctx->tcp && !req->authorization) {
@@ -88,11 +102,12 @@ int api_authenticate(struct api_ctx *ctx, const struct api_request *req, int64_t
 			ret->uid = ctx->peer_uid;
 			return 0;
 		}
-		return unauthorized(e, "this local user is no tenant's (agentboxd --socket-user "
-				       "UID=TENANT), and sent no key");
+		return unauthorized(e, why, "unknown_user",
+				    "this local user is no tenant's (agentboxd --socket-user "
+				    "UID=TENANT), and sent no key");
 	}
 	struct key_record k;
-	int r = find_key(ctx, req->authorization, now, &k, e);
+	int r = find_key(ctx, req->authorization, now, &k, e, why);
 	if (r < 0)
 		return r;
 	snprintf(ret->tenant, sizeof(ret->tenant), "%s", k.tenant);

@@ -59,6 +59,25 @@ static void rate_limited(struct api_response *ret, const struct ratelimit *rl, c
 	}
 }
 
+/*
+ * A refusal before the body, counted in the audit log as a 401 is (one
+ * row per source, reason, key and minute): a flood writes a row a minute.
+ */
+static void audit_refusal(struct api_ctx *ctx, int64_t now, const char *reason,
+			  const struct api_principal *who, const char *key_id,
+			  enum api_error_code code, struct api_response *ret)
+{
+	struct api_audit_entry a = {
+	    .wanted = true, .refusal = true, .time = now, .uid = -1, .reason = reason};
+	snprintf(a.source, sizeof(a.source), "%s", ctx->source);
+	if (who) {
+		snprintf(a.tenant, sizeof(a.tenant), "%s", who->tenant);
+		a.uid = who->key_id[0] ? -1 : who->uid;
+	}
+	snprintf(a.key_id, sizeof(a.key_id), "%s", key_id ? key_id : "");
+	api_audit_record(&a, code, ctx->store, ret);
+}
+
 /* The error e as the answer; a 401 says how to authenticate. */
 static void refused(struct api_response *ret, const struct api_error *e)
 {
@@ -80,21 +99,26 @@ bool api_admit(struct api_ctx *ctx, const struct api_request *req, struct api_re
 	char source[API_SOURCE_SIZE];
 	api_rate_source(ctx->source, source);
 	uint32_t wait;
+	int64_t now = ctx->now_ms ? ctx->now_ms() : wall_clock_ms();
 	if (rate && rate->auth_failures && req->authorization &&
 	    (wait = ratelimit_peek(rate->auth_failures, source, mono))) {
 		rate_limited(ret, rate->auth_failures, "auth_failures",
 			     "too many failed authentications from this address", wait);
+		audit_refusal(ctx, now, "auth_rate_limited", NULL, NULL, API_ERR_RATE_LIMITED, ret);
 		return false;
 	}
 	struct api_principal who;
 	struct api_error e = {.code = API_ERR_COUNT};
-	int64_t now = ctx->now_ms ? ctx->now_ms() : wall_clock_ms();
-	if (api_authenticate(ctx, req, now, &who, &e) < 0) {
+	struct api_refusal why = {0};
+	if (api_authenticate_why(ctx, req, now, &who, &e, &why) < 0) {
 		/* only a key costs a lookup: one without is refused as cheaply as a 429 */
 		if (rate && rate->auth_failures && req->authorization &&
 		    e.code == API_ERR_UNAUTHORIZED)
 			(void)ratelimit_take(rate->auth_failures, source, mono);
 		refused(ret, &e);
+		if (e.code == API_ERR_UNAUTHORIZED)
+			audit_refusal(ctx, now, why.reason ? why.reason : "unauthorized", NULL,
+				      why.key_id, e.code, ret);
 		return false;
 	}
 	/* root on the unix socket: the operator, whom no limit could hold anyway */
@@ -110,6 +134,8 @@ bool api_admit(struct api_ctx *ctx, const struct api_request *req, struct api_re
 			     who.key_id[0] ? "this key's requests are over their rate"
 					   : "this local user's requests are over their rate",
 			     wait);
+		audit_refusal(ctx, now, "rate_limited", &who, who.key_id, API_ERR_RATE_LIMITED,
+			      ret);
 		return false;
 	}
 	return true;

@@ -58,6 +58,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_KEYS_CREATE, "POST", "/v1/keys", ROUTE_ADMIN | ROUTE_JSON_BODY},
     {API_ROUTE_KEY_REVOKE, "DELETE", "/v1/keys/{id}", ROUTE_ADMIN},
     {API_ROUTE_ME, "GET", "/v1/me", 0},
+    {API_ROUTE_AUDIT, "GET", "/v1/audit", ROUTE_ADMIN},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -92,6 +93,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_KEYS_CREATE] = api_keys_create,
     [API_ROUTE_KEY_REVOKE] = api_key_revoke,
     [API_ROUTE_ME] = api_me,
+    [API_ROUTE_AUDIT] = api_audit_list,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};
@@ -100,12 +102,14 @@ static const char *const params_events[] = {"after", "limit", NULL};
 static const char *const params_logs[] = {"follow", NULL};
 static const char *const params_files_get[] = {"path", "list", NULL};
 static const char *const params_files[] = {"path", NULL};
+static const char *const params_audit[] = {"tenant", "since", "until", "route",
+					   "limit",  "after", NULL};
 const char *const *const api_route_params[API_ROUTE_COUNT] = {
     [API_ROUTE_TASKS_LIST] = params_list,     [API_ROUTE_TASK_EVENTS] = params_events,
     [API_ROUTE_TASK_LOGS] = params_logs,      [API_ROUTE_SANDBOXES_LIST] = params_list,
     [API_ROUTE_PROCESS_OUTPUT] = params_logs, [API_ROUTE_FILES_GET] = params_files_get,
     [API_ROUTE_FILES_PUT] = params_files,     [API_ROUTE_FILES_DELETE] = params_files,
-    [API_ROUTE_KEYS_LIST] = params_keys,
+    [API_ROUTE_KEYS_LIST] = params_keys,      [API_ROUTE_AUDIT] = params_audit,
 };
 
 const struct api_route *api_routes(size_t *ret_n)
@@ -157,6 +161,7 @@ void api_route_match(const char *method, const char *path, struct api_match *ret
 		if (!ret->path_known) {
 			ret->param = param, ret->param_len = param_len;
 			ret->param2 = param2, ret->param2_len = param2_len;
+			ret->pattern = routes[i].pattern;
 		}
 		ret->path_known = true;
 		if (!strstr(ret->allow, routes[i].method)) {
@@ -205,12 +210,13 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 	api_route_match(req->method, req->path, m);
 	c->now = c->ctx->now_ms ? c->ctx->now_ms() : wall_clock_ms();
 	if (!api_route_is_public(req->path)) {
-		int r = api_authenticate(c->ctx, req, c->now, &c->who, c->err);
+		int r = api_authenticate_why(c->ctx, req, c->now, &c->who, c->err, &c->refusal);
 		if (r < 0 && c->err->code == API_ERR_UNAUTHORIZED)
 			snprintf(c->res->www_authenticate, sizeof(c->res->www_authenticate),
 				 "Bearer");
 		if (r < 0)
 			return r;
+		c->authenticated = true;
 	}
 	if (!m->route && !m->path_known)
 		return api_error_set(c->err, API_ERR_NOT_FOUND, NULL, "no such route");
@@ -297,8 +303,9 @@ int api_fail(int r, struct api_error *e, struct api_response *ret)
 	return 0;
 }
 
-int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret,
-	    int (*handler)(struct api_call *c, void *data), void *data)
+int api_run_deferred(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret,
+		     int (*handler)(struct api_call *c, void *data), void *data,
+		     struct api_audit_entry *ret_note, enum api_error_code *ret_code)
 {
 	memset(ret, 0, sizeof(*ret));
 	struct api_error e = {.code = API_ERR_COUNT};
@@ -309,7 +316,23 @@ int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_respo
 	if (r == 0)
 		r = handler(&c, data);
 	api_query_release(&q);
-	return r < 0 ? api_fail(r, &e, ret) : 0;
+	r = r < 0 ? api_fail(r, &e, ret) : 0;
+	api_audit_note(&c, &m, ret_note);
+	*ret_code = ret->status >= 400 ? e.code : API_ERR_COUNT;
+	return r;
+}
+
+int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_response *ret,
+	    int (*handler)(struct api_call *c, void *data), void *data)
+{
+	struct api_audit_entry note;
+	enum api_error_code code;
+	int r = api_run_deferred(ctx, req, ret, handler, data, &note, &code);
+	/* a handler that waited on a sandbox gave its store back: take one again */
+	if (note.wanted && !ctx->store && ctx->store_acquire)
+		ctx->store_acquire(ctx);
+	api_audit_record(&note, code, ctx->store, ret);
+	return r;
 }
 
 /*

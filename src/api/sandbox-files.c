@@ -174,6 +174,8 @@ struct api_upload {
 	uint64_t received; /* bytes of the body so far */
 	bool too_large;
 	int write_errno;
+	struct api_audit_entry audit; /* its row, recorded at the end */
+	enum api_error_code begin_code;
 };
 
 /*
@@ -284,7 +286,8 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
 	u->ops = ctx->fleet_ops;
 	u->fleet = ctx->fleet;
 	u->fd = -1;
-	if (api_run(ctx, req, &u->resp, upload_open, u) < 0 || u->resp.status)
+	if (api_run_deferred(ctx, req, &u->resp, upload_open, u, &u->audit, &u->begin_code) < 0 ||
+	    u->resp.status)
 		u->failed = true;
 	return u;
 }
@@ -358,8 +361,9 @@ static int upload_commit(struct api_upload *u, struct api_error *e)
 	return 0;
 }
 
-void api_upload_end(struct api_upload *u, struct api_response *ret)
+void api_upload_end(struct api_upload *u, struct store *st, struct api_response *ret)
 {
+	enum api_error_code code = u->begin_code;
 	if (!u->failed) {
 		struct api_error e = {.code = API_ERR_COUNT};
 		int r = 0;
@@ -378,7 +382,9 @@ void api_upload_end(struct api_upload *u, struct api_response *ret)
 		}
 		if (r < 0)
 			(void)api_fail(r, &e, &u->resp);
+		code = u->resp.status >= 400 ? e.code : API_ERR_COUNT;
 	}
+	api_audit_record(&u->audit, code, st, &u->resp);
 	*ret = u->resp;
 	memset(&u->resp, 0, sizeof(u->resp));
 }

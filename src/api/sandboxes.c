@@ -294,6 +294,7 @@ int api_sandboxes_create(struct api_call *c)
 		return r;
 	if (r < 0)
 		return api_fleet_error(c, r, &err, "sandbox");
+	snprintf(c->id, sizeof(c->id), "%s", s.id); /* the audit log's target */
 	char *text = api_sandbox_json(&s);
 	sandbox_record_release(&s);
 	if (!text)

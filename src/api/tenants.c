@@ -157,8 +157,10 @@ int api_tenants_create(struct api_call *c)
 						 "given again",
 						 name)
 				 : api_error_internal(c->err, -r, err.msg);
-	if (r == 0)
+	if (r == 0) {
+		snprintf(c->name, sizeof(c->name), "%s", name); /* the audit log's target */
 		r = respond_tenant(c, name, 201);
+	}
 	json_decref(root);
 	return r;
 }
@@ -359,6 +361,7 @@ int api_keys_create(struct api_call *c)
 	json_decref(root); /* k.label pointed into it */
 	if (r < 0)
 		return r;
+	snprintf(c->name, sizeof(c->name), "%s", k.id); /* the audit log's target */
 	int sent = api_respond(c, 201, API_JSON, &b);
 	return sent;
 }

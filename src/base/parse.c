@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static bool is_digit(char c)
 {
@@ -197,5 +198,73 @@ int parse_ipv4_port(const char *s, uint16_t dflt_port, uint32_t *ret_addr, uint1
 		return -EINVAL;
 	*ret_addr = ntohl(a.s_addr);
 	*ret_port = (uint16_t)port;
+	return 0;
+}
+
+/* n digits at *p as a number; advances p. -1 when they are not digits. */
+static int digits(const char **p, int n)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		char ch = (*p)[i];
+		if (ch < '0' || ch > '9')
+			return -1;
+		v = v * 10 + (ch - '0');
+	}
+	*p += n;
+	return v;
+}
+
+int parse_rfc3339_ms(const char *s, int64_t *ret_ms)
+{
+	const char *p = s;
+	struct tm tm = {0};
+	int year, mon, day, hour, min, sec;
+	if ((year = digits(&p, 4)) < 0 || *p++ != '-' || (mon = digits(&p, 2)) < 0 || *p++ != '-' ||
+	    (day = digits(&p, 2)) < 0 || (*p != 'T' && *p != 't'))
+		return -EINVAL;
+	p++;
+	if ((hour = digits(&p, 2)) < 0 || *p++ != ':' || (min = digits(&p, 2)) < 0 || *p++ != ':' ||
+	    (sec = digits(&p, 2)) < 0)
+		return -EINVAL;
+	if (mon < 1 || mon > 12 || day < 1 || day > 31 || hour > 23 || min > 59 || sec > 60)
+		return -EINVAL;
+	int64_t ms = 0;
+	if (*p == '.') {
+		p++;
+		int n = 0, scale = 100;
+		while (*p >= '0' && *p <= '9') {
+			if (n < 3)
+				ms += (*p - '0') * scale;
+			scale /= 10;
+			n++;
+			p++;
+		}
+		if (n == 0)
+			return -EINVAL;
+	}
+	int64_t offset = 0;
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p++ == '-' ? -1 : 1;
+		int oh, om;
+		if ((oh = digits(&p, 2)) < 0 || *p++ != ':' || (om = digits(&p, 2)) < 0 ||
+		    oh > 23 || om > 59)
+			return -EINVAL;
+		offset = sign * (int64_t)(oh * 3600 + om * 60);
+	} else {
+		return -EINVAL;
+	}
+	if (*p)
+		return -EINVAL;
+	tm.tm_year = year - 1900;
+	tm.tm_mon = mon - 1;
+	tm.tm_mday = day;
+	tm.tm_hour = hour;
+	tm.tm_min = min;
+	tm.tm_sec = sec;
+	time_t t = timegm(&tm);
+	*ret_ms = ((int64_t)t - offset) * 1000 + ms;
 	return 0;
 }

@@ -28,6 +28,13 @@ int parse_size(const char *s, uint64_t *ret_bytes);
  */
 int parse_duration_ms(const char *s, uint64_t *ret_ms);
 
+/*
+ * A moment in RFC 3339, "2024-05-01T12:00:00.123Z" or with an offset
+ * ("+02:00"), as ms since the epoch (digits past the millisecond are
+ * dropped). The API's times, and what it takes back.
+ */
+int parse_rfc3339_ms(const char *s, int64_t *ret_ms);
+
 /* CPU count with at most three decimals: "1", "0.5", "2.25" -> 2250. */
 int parse_cpus_milli(const char *s, uint64_t *ret_milli);
 

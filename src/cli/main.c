@@ -44,6 +44,7 @@ static const struct verb verbs[] = {
     {"tenant", "create, list, show, remove tenants (admin)", verb_tenant},
     {"key", "create, list, revoke API keys (admin)", verb_key},
     {"whoami", "show the tenant and role agentboxd takes us for", verb_whoami},
+    {"audit", "show agentboxd's audit log (admin)", verb_audit},
 };
 
 int cli_fail(const char *fmt, ...)

@@ -289,10 +289,18 @@ static enum MHD_Result send_pieces(struct MHD_Connection *c, int status, const c
  * stream waits for its task or process in its callback, and ends with
  * it: it runs without a timeout.
  */
-static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
+/* What the API left for the log: a 5xx's cause, an audit row the store refused. */
+static void log_response(const struct api_response *r)
 {
 	if (r->log[0])
 		fprintf(stderr, "agentboxd: %d: %s\n", r->status, r->log);
+	if (r->audit[0])
+		fprintf(stderr, "agentboxd: %s\n", r->audit);
+}
+
+static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
+{
+	log_response(r);
 	switch (r->kind) {
 	case API_RESPONSE_TASK_STREAM:
 		set_timeout(c, 0);
@@ -402,6 +410,13 @@ static void release_store(struct api_ctx *ctx)
 	ctx->store = NULL;
 }
 
+/* The handler gave its store back, and the audit log needs one. */
+static void acquire_store(struct api_ctx *ctx)
+{
+	struct daemon *d = ctx->hook_data;
+	ctx->store = store_pool_get(&d->pool);
+}
+
 /* The uid of a unix socket's peer (SO_PEERCRED), or -1. */
 static long peer_uid(struct MHD_Connection *c)
 {
@@ -449,6 +464,7 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .host = &l->d->cfg.host,
 	    .quota_defaults = &l->d->cfg.quota_defaults,
 	    .store_release = release_store,
+	    .store_acquire = acquire_store,
 	    .fleet_ops = &fleet_shim_ops,
 	    .fleet = l->d->fleet,
 	    .network_ready = daemon_network_ready,
@@ -488,8 +504,7 @@ static bool refuse_early(struct listener *l, struct MHD_Connection *c, const cha
 			store_pool_put(&l->d->pool, ctx.store);
 		if (go_on)
 			return false;
-		if (resp.log[0])
-			fprintf(stderr, "agentboxd: %d: %s\n", resp.status, resp.log);
+		log_response(&resp);
 	}
 	*ret = send_body(c, &resp, true);
 	api_response_release(&resp);
@@ -565,7 +580,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			*upload_data_size = 0;
 			return go_on ? MHD_YES : MHD_NO;
 		}
-		api_upload_end(rs->upload, &resp);
+		struct store *st = store_pool_get(&l->d->pool);
+		api_upload_end(rs->upload, st, &resp); /* st: for its audit row */
+		store_pool_put(&l->d->pool, st);
 		ok = serve(l->d, c, &resp);
 		api_response_release(&resp);
 		return ok;

@@ -27,6 +27,10 @@
  *   tasks.tenant, sandboxes.tenant  (from step 4) the owning tenant's
  *               name; every older row is 'default''s. Tenants are joined
  *               by name, with no foreign key: the store's C checks them.
+ *   audit       (from step 5) the audit log: a row per mutating request,
+ *               and per source, reason and minute of refused keys (count,
+ *               time the first, last_time the last). pk is the order rows
+ *               were recorded; pruning deletes the lowest pks alone.
  * Statuses and roles are stored by name, so reordering the C enum cannot
  * change what a stored row means. End reasons are not checked here but
  * in src/core, so a new reason needs no table rebuild.
@@ -147,6 +151,30 @@ const struct sqlite_migration sqlite_migrations[] = {
 	 "CREATE INDEX tasks_by_tenant_status ON tasks (tenant, status, created_at);\n"
 	 "CREATE INDEX sandboxes_by_tenant ON sandboxes (tenant, created_at);\n"
 	 "CREATE INDEX sandboxes_by_tenant_status ON sandboxes (tenant, status, created_at);\n"},
+	{5, "the audit log",
+	 "CREATE TABLE audit (\n"
+	 "	pk        INTEGER PRIMARY KEY,\n"
+	 "	time      INTEGER NOT NULL,\n"
+	 "	last_time INTEGER NOT NULL,\n"
+	 "	count     INTEGER NOT NULL DEFAULT 1 CHECK (count >= 1),\n"
+	 "	tenant    TEXT,\n"
+	 "	key_id    TEXT,\n"
+	 "	uid       INTEGER,\n"
+	 "	method    TEXT,\n"
+	 "	route     TEXT,\n"
+	 "	target    TEXT,\n"
+	 "	status    INTEGER NOT NULL CHECK (status BETWEEN 100 AND 599),\n"
+	 "	error     TEXT,\n"
+	 "	source    TEXT,\n"
+	 "	reason    TEXT\n"
+	 ");\n"
+	 /* a time bound's pk (the rowid follows in each index entry) */
+	 "CREATE INDEX audit_by_time ON audit (time);\n"
+	 /* a tenant's rows, by pk */
+	 "CREATE INDEX audit_by_tenant ON audit (tenant) WHERE tenant IS NOT NULL;\n"
+	 /* the row a refusal is counted in */
+	 "CREATE INDEX audit_refusals ON audit (source, reason, status, time) "
+	 "WHERE reason IS NOT NULL;\n"},
 };
 /* clang-format on */
 

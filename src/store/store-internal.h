@@ -143,6 +143,20 @@ struct store_ops {
 	int (*key_revoke)(struct store *st, const char *id, int64_t now, struct error *err);
 	/* How many keys are not revoked. */
 	int (*key_count)(struct store *st, uint64_t *ret, struct error *err);
+
+	/*
+	 * The audit log (inside begin): add row a (count 1); with
+	 * window_start >= 0, first look for the row of (source, reason,
+	 * key_id, status) begun at or after it and count a in it instead. A row
+	 * added past keep rows deletes the oldest, leaving keep - batch + 1.
+	 */
+	int (*audit_add)(struct store *st, const struct audit_record *a, int64_t window_start,
+			 size_t keep, size_t batch, struct error *err);
+	/* Up to f->limit rows matching f, last recorded first, as an owned array. */
+	int (*audit_list)(struct store *st, const struct audit_filter *f, struct audit_record **ret,
+			  size_t *ret_n, struct error *err);
+	/* Commits of this store are fsync'd (full) or not (an audit row's). */
+	int (*set_sync)(struct store *st, bool full, struct error *err);
 };
 
 /* Every backend's struct starts with this. */
@@ -161,6 +175,9 @@ void store_sandboxes_free(struct sandbox_record *v, size_t n);
 /* Free an array from ops->tenant_list, ops->key_list. */
 void store_tenants_free(struct tenant_record *v, size_t n);
 void store_keys_free(struct key_record *v, size_t n);
+/* Free a row's strings (owned: a row read by a backend), or an array of such rows. */
+void store_audit_release(struct audit_record *a);
+void store_audit_free(struct audit_record *v, size_t n);
 
 /* ---- JSON (store-json.c) ---------------------------------------------- */
 
@@ -197,6 +214,20 @@ struct sqlite_migration {
 
 extern const struct sqlite_migration sqlite_migrations[];
 extern const size_t sqlite_migrations_count;
+
+/*
+ * The audit log's statements (sqlite-audit.c), prepared once on the
+ * store's connection; the backend's ops call these.
+ */
+struct sqlite_audit;
+struct sqlite3;
+int sqlite_audit_open(struct sqlite3 *db, struct sqlite_audit **ret, struct error *err);
+void sqlite_audit_close(struct sqlite_audit *a);
+int sqlite_audit_add(struct sqlite_audit *q, const struct audit_record *a, int64_t window_start,
+		     size_t keep, size_t batch, struct error *err);
+int sqlite_audit_list(struct sqlite_audit *q, const struct audit_filter *f,
+		      struct audit_record **ret, size_t *ret_n, struct error *err);
+int sqlite_audit_set_sync(struct sqlite_audit *q, bool full, struct error *err);
 
 /* PRAGMA application_id of an agentbox store ("abox"). */
 #define SQLITE_STORE_APPLICATION_ID 0x61626f78

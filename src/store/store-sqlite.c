@@ -242,6 +242,7 @@ struct sqlite_store {
 	struct store base;
 	sqlite3 *db;
 	sqlite3_stmt *stmt[STMT_COUNT];
+	struct sqlite_audit *audit; /* the audit log's statements (sqlite-audit.c) */
 };
 
 static struct sqlite_store *to_sqlite(struct store *st)
@@ -423,6 +424,7 @@ static struct store *sq_close(struct store *st)
 	struct sqlite_store *s = to_sqlite(st);
 	for (size_t i = 0; i < STMT_COUNT; i++)
 		sqlite3_finalize(s->stmt[i]);
+	sqlite_audit_close(s->audit);
 	/* an open transaction is rolled back: only a commit makes it durable */
 	sqlite3_close_v2(s->db);
 	free(s);
@@ -1148,6 +1150,23 @@ static int sq_key_count(struct store *st, uint64_t *ret, struct error *err)
 	return 0;
 }
 
+static int sq_audit_add(struct store *st, const struct audit_record *a, int64_t window_start,
+			size_t keep, size_t batch, struct error *err)
+{
+	return sqlite_audit_add(to_sqlite(st)->audit, a, window_start, keep, batch, err);
+}
+
+static int sq_audit_list(struct store *st, const struct audit_filter *f, struct audit_record **ret,
+			 size_t *ret_n, struct error *err)
+{
+	return sqlite_audit_list(to_sqlite(st)->audit, f, ret, ret_n, err);
+}
+
+static int sq_set_sync(struct store *st, bool full, struct error *err)
+{
+	return sqlite_audit_set_sync(to_sqlite(st)->audit, full, err);
+}
+
 static const struct store_ops sqlite_ops = {
     .close = sq_close,
     .schema_version = sq_schema_version,
@@ -1180,6 +1199,9 @@ static const struct store_ops sqlite_ops = {
     .key_list = sq_key_list,
     .key_revoke = sq_key_revoke,
     .key_count = sq_key_count,
+    .audit_add = sq_audit_add,
+    .audit_list = sq_audit_list,
+    .set_sync = sq_set_sync,
 };
 
 /* ---- opening and migrating --------------------------------------------- */
@@ -1241,6 +1263,8 @@ int sqlite_store_open(const char *path, const struct sqlite_migration *migration
 		if (rc != SQLITE_OK)
 			r = sqlite_error(s->db, rc, &e, stmt_sql[i]);
 	}
+	if (r == 0)
+		r = sqlite_audit_open(s->db, &s->audit, &e);
 	if (r < 0) {
 		sq_close(&s->base);
 		return sqlite_reword(err, &e, path);

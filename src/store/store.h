@@ -44,6 +44,7 @@
 #include "core/task.h"
 #include "core/tenant.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -388,5 +389,88 @@ int store_key_revoke(struct store *st, const char *id, int64_t now, struct error
 
 /* How many keys are not revoked, of every tenant, expired ones too. */
 int store_key_count(struct store *st, uint64_t *ret, struct error *err);
+
+/* ---- the audit log ----------------------------------------------------- */
+
+/*
+ * The audit log: a row per mutating request, and a row per source, auth
+ * failure reason and minute for refused credentials (a count). Every
+ * string a row holds is at most STORE_AUDIT_TEXT_MAX bytes (-EINVAL
+ * past it) and the log keeps at most `keep` rows (the caller's bound,
+ * STORE_AUDIT_ROWS_MAX at most): past it, the oldest are deleted,
+ * STORE_AUDIT_PRUNE_BATCH (or a tenth of keep, if smaller) at a time, so
+ * that a client can make the log hold no more than that, whatever it sends.
+ * Every string is printable ASCII (-EINVAL otherwise): what the API
+ * records is names, ids and addresses, never free text of a client's.
+ *
+ * Durability: an audit call's commit is not fsync'd of its own (on
+ * SQLite, synchronous=NORMAL for it): the row survives a crash of the
+ * process at once, and a power loss once any later write is durable. A
+ * refused-key flood then costs no fsync per request.
+ */
+#define STORE_AUDIT_ROWS_MAX	100000
+#define STORE_AUDIT_PRUNE_BATCH 1000
+#define STORE_AUDIT_TEXT_MAX	64
+
+/*
+ * One row. Its strings are NULL when there is none, else
+ * NUL-terminated, at most STORE_AUDIT_TEXT_MAX bytes; what the store
+ * gives back points into the row for the duration of the callback.
+ */
+struct audit_record {
+	int64_t id;	    /* the store's, in the order rows were recorded; ignored by add */
+	int64_t time;	    /* ms since the epoch: when (the first of count) */
+	int64_t last_time;  /* the last of count; == time when count is 1 */
+	uint64_t count;	    /* requests this row stands for: 1, or an aggregate's */
+	const char *tenant; /* the principal's tenant */
+	const char *key_id; /* its key's id */
+	int64_t uid;	    /* a local user's uid on the unix socket; -1: none */
+	const char *method; /* "POST", ... */
+	const char *route;  /* the route table's template, "/v1/tasks/{id}"; NULL: none matched */
+	const char *target; /* the id the request named, or the one a create made */
+	int status;	    /* the HTTP status answered, 100..599 */
+	const char *error;  /* the error code answered ("not_found"), or NULL */
+	const char *source; /* where the request came from (api.h: struct api_ctx) */
+	const char *reason; /* an aggregate's: why it was refused ("unknown_key") */
+};
+
+/*
+ * Record one row of a (count 1; time, last_time: a->time). keep: the most
+ * rows kept, 1..STORE_AUDIT_ROWS_MAX. -EINVAL for a string too long, a
+ * status out of range or a reason given (aggregates are counted).
+ */
+int store_audit_add(struct store *st, const struct audit_record *a, size_t keep, struct error *err);
+
+/*
+ * Count one more refusal: the row of (a->source, a->reason, a->key_id, a->status)
+ * begun at or after window_start gets count + 1 and last_time = a->time;
+ * when there is none, a new row with count 1 (reason and source needed,
+ * else -EINVAL; limits as for add). window_start <= a->time.
+ */
+int store_audit_count(struct store *st, const struct audit_record *a, int64_t window_start,
+		      size_t keep, struct error *err);
+
+struct audit_filter {
+	const char *tenant; /* NULL: all; else rows of that principal's tenant */
+	int64_t since;	    /* rows with since <= time ... */
+	int64_t until;	    /* ... and time < until; 0: no bound */
+	const char *method; /* NULL: any; else that method */
+	const char *route;  /* NULL: any; else that template (or, with route_prefix, one
+			     * starting with it) */
+	bool route_prefix;
+	int64_t before_id; /* the page of rows recorded before this row id (the last
+			    * of the previous page); 0: the first page */
+	size_t limit;	   /* 1..STORE_LIST_MAX */
+};
+
+/*
+ * Call fn for each matching row, the last recorded first (by id). As
+ * store_task_list(): the row is valid only during the call, fn returns 0
+ * (or more) to go on, or a negative errno to stop with it; rows are read
+ * before fn is called.
+ */
+int store_audit_list(struct store *st, const struct audit_filter *f,
+		     int (*fn)(const struct audit_record *a, void *data), void *data,
+		     struct error *err);
 
 #endif

@@ -196,6 +196,14 @@ def test_a_flood_of_bad_keys_is_refused_before_lookup_then_recovers(world):
     while (status := get(port, a)[0]) != 200 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert status == 200
+    # the audit log counts both, a row per reason and minute, not one per request
+    rows = d.request("GET", "/v1/audit?limit=1000")[1]["entries"]
+    unknown = [r for r in rows if r["reason"] == "malformed_key"]  # the flood's keys
+    limited = [r for r in rows if r["reason"] == "auth_rate_limited"]
+    assert unknown and sum(r["count"] for r in unknown) >= FAIL_BURST, rows
+    assert limited and all(r["status"] == 429 and r["error"] == "rate_limited" and
+                           r["source"] in ("127.0.0.1", "127.0.0.2") for r in limited), rows
+    assert len(unknown) + len(limited) <= 3 * 3, rows  # two sources' rows, three minutes at most
 
 
 LOCAL_CLIENT = r"""

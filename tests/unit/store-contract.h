@@ -1,6 +1,7 @@
 /*
  * store-contract.h - the fixture of the store's contract tests
- * (test-store.c, test-store-events.c, test-store-sandboxes.c), written
+ * (test-store.c, test-store-events.c, test-store-sandboxes.c,
+ * test-store-tenants.c, test-store-audit.c), written
  * against store.h only.
  *
  * Each case gets a fresh store from the backend under test: backends[]

@@ -947,7 +947,7 @@ static void test_route_checks(void **state)
 	assert_string_equal(last(f->fl, OP_OPEN)->mode, "write");
 	assert_string_equal(last(f->fl, OP_OPEN)->path, "/tmp/a.txt");
 	struct api_response res;
-	api_upload_end(u, &res);
+	api_upload_end(u, f->ctx.store, &res);
 	assert_int_equal(res.status, 201);
 	api_response_release(&res);
 	api_upload_free(u);
@@ -1411,7 +1411,7 @@ static void test_pause_resume(void **state)
 	struct api_upload *u = api_upload_begin(&f->ctx, &req);
 	assert_true(api_upload_write(u, "y", 1));
 	struct api_response res;
-	api_upload_end(u, &res);
+	api_upload_end(u, f->ctx.store, &res);
 	assert_int_equal(res.status, 409);
 	api_response_release(&res);
 	api_upload_free(u);
@@ -2030,10 +2030,10 @@ static struct api_upload *upload_begin(struct fx *f, const char *id, const char 
 }
 
 /* End and free u: its answer. */
-static struct reply upload_end(struct api_upload *u)
+static struct reply upload_end_in(struct fx *f, struct api_upload *u)
 {
 	struct reply rep = {0};
-	api_upload_end(u, &rep.r);
+	api_upload_end(u, f->ctx.store, &rep.r);
 	api_upload_free(u);
 	assert_string_equal(rep.r.content_type, "application/json");
 	rep.json = json_loadb(rep.r.body, rep.r.body_len, 0, NULL);
@@ -2066,7 +2066,7 @@ static void test_upload(void **state)
 	char *text = read_file(f, "/tmp/up.txt");
 	assert_string_equal(text, "old");
 	free(text);
-	struct reply rep = upload_end(u);
+	struct reply rep = upload_end_in(f, u);
 	expect_status(&rep, 201);
 	assert_int_equal(json_object_size(rep.json), 2);
 	assert_string_equal(str(rep.json, "path"), "/tmp/up.txt");
@@ -2084,7 +2084,7 @@ static void test_upload(void **state)
 
 	/* an empty file */
 	u = upload_begin(f, id, "path=%2Ftmp%2Fempty");
-	rep = upload_end(u);
+	rep = upload_end_in(f, u);
 	expect_status(&rep, 201);
 	assert_int_equal(num(rep.json, "size"), 0);
 	reply_free(&rep);
@@ -2108,7 +2108,7 @@ static void test_upload_refused(void **state)
 	assert_true(api_upload_write(u, "abc", 3));
 	assert_true(api_upload_write(u, big, API_FILE_MAX));
 	assert_true(api_upload_write(u, "x", 1)); /* the rest is read and dropped */
-	struct reply rep = upload_end(u);
+	struct reply rep = upload_end_in(f, u);
 	expect_error(rep, 413, "file_too_large", NULL);
 	assert_int_equal(count(f->fl, OP_RENAME), 0);
 	assert_int_equal(count(f->fl, OP_UNLINK), 1);
@@ -2123,7 +2123,7 @@ static void test_upload_refused(void **state)
 	snprintf(temp, sizeof(temp), "%s", last(f->fl, OP_OPEN)->to);
 	assert_true(api_upload_write(u, "abc", 3));
 	assert_true(api_upload_write(u, "def", 3));
-	expect_error(upload_end(u), 507, "no_space", NULL);
+	expect_error(upload_end_in(f, u), 507, "no_space", NULL);
 	assert_string_equal(last(f->fl, OP_UNLINK)->path, temp);
 	assert_int_equal(count(f->fl, OP_RENAME), 0);
 	assert_false(exists(f, temp));
@@ -2135,7 +2135,7 @@ static void test_upload_refused(void **state)
 	snprintf(temp, sizeof(temp), "%s", last(f->fl, OP_OPEN)->to);
 	assert_true(api_upload_write(u, "abc", 3));
 	program(f->fl, OP_RENAME, -EREMOTEIO, EACCES, "/tmp/ro: Permission denied");
-	expect_error(upload_end(u), 403, "permission_denied", "path");
+	expect_error(upload_end_in(f, u), 403, "permission_denied", "path");
 	assert_string_equal(last(f->fl, OP_UNLINK)->path, temp);
 	assert_false(exists(f, temp));
 
@@ -2155,33 +2155,33 @@ static void test_upload_refused(void **state)
 	u = upload_begin(f, UNKNOWN_SBX, "path=%2Ftmp%2Fa");
 	assert_true(api_upload_write(u, "abc", 3));
 	assert_true(api_upload_write(u, big, API_FILE_MAX));
-	expect_error(upload_end(u), 404, "not_found", NULL);
+	expect_error(upload_end_in(f, u), 404, "not_found", NULL);
 	assert_int_equal(count(f->fl, OP_OPEN), 0);
 	/* ... but not without end: past twice API_FILE_MAX, drop the connection */
 	u = upload_begin(f, UNKNOWN_SBX, "path=%2Ftmp%2Fa");
 	assert_true(api_upload_write(u, big, API_FILE_MAX));
 	assert_true(api_upload_write(u, big, API_FILE_MAX));
 	assert_false(api_upload_write(u, "x", 1));
-	expect_error(upload_end(u), 404, "not_found", NULL);
+	expect_error(upload_end_in(f, u), 404, "not_found", NULL);
 
 	/* the checks of the route, before the body */
 	u = upload_begin(f, id, NULL);
 	assert_true(api_upload_write(u, "abc", 3));
-	expect_error(upload_end(u), 400, "missing_field", "path");
+	expect_error(upload_end_in(f, u), 400, "missing_field", "path");
 	u = upload_begin(f, id, "path=rel");
-	expect_error(upload_end(u), 400, "invalid_field", "path");
+	expect_error(upload_end_in(f, u), 400, "invalid_field", "path");
 	u = upload_begin(f, id, "path=%2Fa&list=1");
-	expect_error(upload_end(u), 400, "unknown_field", "list");
+	expect_error(upload_end_in(f, u), 400, "unknown_field", "list");
 	u = upload_begin(f, "sbx_x", "path=%2Fa");
-	expect_error(upload_end(u), 400, "invalid_id", NULL);
+	expect_error(upload_end_in(f, u), 400, "invalid_id", NULL);
 	char ended[SANDBOX_ID_SIZE];
 	insert(f, SANDBOX_ENDED, ended);
 	u = upload_begin(f, ended, "path=%2Fa");
-	expect_error(upload_end(u), 409, "sandbox_ended", NULL);
+	expect_error(upload_end_in(f, u), 409, "sandbox_ended", NULL);
 	program(f->fl, OP_OPEN, -EREMOTEIO, EROFS, "/a: Read-only file system");
 	u = upload_begin(f, id, "path=%2Fa");
 	assert_true(api_upload_write(u, "abc", 3));
-	expect_error(upload_end(u), 403, "permission_denied", "path");
+	expect_error(upload_end_in(f, u), 403, "permission_denied", "path");
 	assert_int_equal(count(f->fl, OP_OPEN), 1);
 	assert_int_equal(count(f->fl, OP_UNLINK), 0);
 	assert_int_equal(count(f->fl, OP_RENAME), 0);
@@ -2237,7 +2237,7 @@ static void test_no_fleet(void **state)
 	expect_error(rep, 500, "internal", NULL);
 	struct api_upload *u = upload_begin(f, id, "path=%2Fa");
 	assert_true(api_upload_write(u, "abc", 3));
-	rep = upload_end(u);
+	rep = upload_end_in(f, u);
 	assert_non_null(strstr(rep.r.log, "serves no sandboxes"));
 	expect_error(rep, 500, "internal", NULL);
 	/* the request's own errors come first */

@@ -496,6 +496,32 @@ static void test_ipv4_port(void **state)
 	}
 }
 
+static void test_rfc3339(void **state)
+{
+	(void)state;
+	int64_t t = 7;
+	assert_int_equal(parse_rfc3339_ms("2023-11-14T22:13:20.123Z", &t), 0);
+	assert_int_equal(t, 1700000000123);
+	assert_int_equal(parse_rfc3339_ms("2023-11-14T23:13:20.1234+01:00", &t), 0);
+	assert_int_equal(t, 1700000000123); /* an offset; past the ms dropped */
+	assert_int_equal(parse_rfc3339_ms("2023-11-14t22:13:20z", &t), 0);
+	assert_int_equal(t, 1700000000000);
+	static const char *const bad[] = {"",
+					  "2023-11-14",
+					  "2023-11-14T22:13:20",
+					  "2023-13-14T22:13:20Z",
+					  "2023-11-14T24:13:20Z",
+					  "2023-11-14T22:13:20.Z",
+					  "2023-11-14T22:13:20Z ",
+					  "2023-11-14T22:13:20+0100",
+					  "1700000000123"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t = 7;
+		assert_int_equal(parse_rfc3339_ms(bad[i], &t), -EINVAL);
+		assert_int_equal(t, 7); /* written only on success */
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -519,6 +545,7 @@ int main(void)
 	    cmocka_unit_test(test_keyed_absent_and_malformed),
 	    cmocka_unit_test(test_env_names),
 	    cmocka_unit_test(test_ipv4_port),
+	    cmocka_unit_test(test_rfc3339),
 	    cmocka_unit_test_setup_teardown(test_create_and_read, scratch_setup, scratch_teardown),
 	    cmocka_unit_test_setup_teardown(test_write_file_at, scratch_setup, scratch_teardown),
 	    cmocka_unit_test_setup_teardown(test_read_file_at_bounds, scratch_setup,
