@@ -170,6 +170,7 @@ struct api_audit_entry {
 	char target[TENANT_NAME_SIZE]; /* an id, a tenant's name or a key id; "" = none */
 	const char *reason;	       /* a refusal's, static */
 	char source[API_SOURCE_SIZE];
+	size_t keep; /* the rows the log keeps (api_ctx.audit_rows; 0: the default) */
 };
 
 /* Fill *ret from call c (with its match m, NULL when it never matched). */

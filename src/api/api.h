@@ -63,9 +63,9 @@
 /* The audit log (audit.c): a 401's row counts one source's refusals of one
  * reason in a window this long; the log keeps this many rows, the oldest
  * pruned past it. */
-#define API_AUDIT_WINDOW_MS 60000
-#define API_AUDIT_ROWS_MAX  STORE_AUDIT_ROWS_MAX
-#define API_EVENTS_DEFAULT  100
+#define API_AUDIT_WINDOW_MS    60000
+#define API_AUDIT_ROWS_DEFAULT 100000 /* api_ctx.audit_rows when 0 (agentboxd --audit-rows) */
+#define API_EVENTS_DEFAULT     100
 
 struct api_request {
 	const char *method; /* "GET", "POST", ... (case-sensitive) */
@@ -274,6 +274,9 @@ struct api_ctx {
 	size_t nlocal_users;
 	int64_t (*now_ms)(void);	    /* wall clock in ms; NULL = CLOCK_REALTIME */
 	const struct api_host_limits *host; /* NULL: none beyond SPEC_*_MAX */
+	/* The audit log's rows kept, oldest pruned past it (1..STORE_AUDIT_ROWS_MAX;
+	 * 0: API_AUDIT_ROWS_DEFAULT). */
+	size_t audit_rows;
 	/* Every tenant's quotas where its own do not say (quotas.c); NULL: none. */
 	const struct quota *quota_defaults;
 	/*

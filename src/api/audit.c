@@ -61,7 +61,7 @@ static const char *target_of(const struct api_call *c, const struct api_match *m
 void api_audit_note(const struct api_call *c, const struct api_match *m,
 		    struct api_audit_entry *ret)
 {
-	*ret = (struct api_audit_entry){.time = c->now, .uid = -1};
+	*ret = (struct api_audit_entry){.time = c->now, .uid = -1, .keep = c->ctx->audit_rows};
 	ret->refusal = c->res->status == 401;
 	ret->method = mutating_method(c->req->method);
 	ret->wanted = ret->refusal || ret->method;
@@ -107,14 +107,15 @@ void api_audit_record(const struct api_audit_entry *a, enum api_error_code code,
 	    .reason = a->reason,
 	};
 	struct error err = {0};
+	size_t keep = a->keep ? a->keep : API_AUDIT_ROWS_DEFAULT;
 	int r;
 	if (!st)
 		r = error_set(&err, ENODEV, "no store to record it in");
 	else if (a->refusal)
-		r = store_audit_count(st, &row, a->time - a->time % API_AUDIT_WINDOW_MS,
-				      API_AUDIT_ROWS_MAX, &err);
+		r = store_audit_count(st, &row, a->time - a->time % API_AUDIT_WINDOW_MS, keep,
+				      &err);
 	else
-		r = store_audit_add(st, &row, API_AUDIT_ROWS_MAX, &err);
+		r = store_audit_add(st, &row, keep, &err);
 	if (r < 0)
 		snprintf(res->audit, sizeof(res->audit), "audit: %s %s from %s answered %d: %s",
 			 a->method ? a->method : "-", a->route ? a->route : "-",

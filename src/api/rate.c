@@ -67,8 +67,12 @@ static void audit_refusal(struct api_ctx *ctx, int64_t now, const char *reason,
 			  const struct api_principal *who, const char *key_id,
 			  enum api_error_code code, struct api_response *ret)
 {
-	struct api_audit_entry a = {
-	    .wanted = true, .refusal = true, .time = now, .uid = -1, .reason = reason};
+	struct api_audit_entry a = {.wanted = true,
+				    .refusal = true,
+				    .time = now,
+				    .uid = -1,
+				    .reason = reason,
+				    .keep = ctx->audit_rows};
 	snprintf(a.source, sizeof(a.source), "%s", ctx->source);
 	if (who) {
 		snprintf(a.tenant, sizeof(a.tenant), "%s", who->tenant);

@@ -138,6 +138,7 @@ struct daemon_config {
 	const char *resolver; /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
 	struct api_local_user local_users[DAEMON_SOCKET_USERS_MAX]; /* --socket-user */
 	size_t nlocal_users;
+	size_t audit_rows;	     /* --audit-rows (0: API_AUDIT_ROWS_DEFAULT) */
 	struct quota quota_defaults; /* --tenant-quota: every tenant's, where its own do not say */
 	const char *egress_cacert;   /* --egress-cacert FILE, or NULL: the host's CAs */
 	/* --rate, --rate-burst, --auth-fail-rate, --auth-fail-burst (rate 0: no limit;

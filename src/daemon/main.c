@@ -59,6 +59,7 @@ static const char usage_text[] =
     "                 [--tls-cert FILE --tls-key FILE]] [--max-running N]\n"
     "                 [--pool N] [--pool-network N]\n"
     "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
+    "                 [--audit-rows N]\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
     "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
@@ -67,6 +68,8 @@ static const char usage_text[] =
     "                     (default " DAEMON_SOCKET_DEFAULT "); root is an admin there\n"
     "  --socket-user UID=TENANT  let the local user UID (a number or a name)\n"
     "                     connect, as a member of TENANT; repeat (at most 64)\n"
+    "  --audit-rows N     the audit log's rows kept, the oldest deleted past it\n"
+    "                     (default 100000, at most 1000000)\n"
     "  --tenant-quota NAME=VALUE  every tenant's quota NAME where its own does not\n"
     "                     say (agentbox tenant set): sandboxes, tasks_running,\n"
     "                     tasks_queued, memory_mb, cpus, disk_mb or timeout_s; a\n"
@@ -189,6 +192,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"tenant-quota", required_argument, NULL, 'q'},
+	    {"audit-rows", required_argument, NULL, 'a'},
 	    {"insecure-listen", no_argument, NULL, 'i'},
 	    {"rate", required_argument, NULL, 'r'},
 	    {"rate-burst", required_argument, NULL, 'b'},
@@ -240,6 +244,14 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			break;
 		case 'i':
 			d->cfg.insecure_listen = true;
+			break;
+		case 'a':
+			if (parse_u64(optarg, &v) < 0 || v < 1 || v > STORE_AUDIT_ROWS_MAX) {
+				fprintf(stderr, "agentboxd: --audit-rows: '%s' is not 1..%d\n",
+					optarg, STORE_AUDIT_ROWS_MAX);
+				return 2;
+			}
+			d->cfg.audit_rows = (size_t)v;
 			break;
 		case 'q':
 			if (quota_set_text(&d->cfg.quota_defaults, optarg) < 0) {

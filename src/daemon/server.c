@@ -463,6 +463,7 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .now_ms = wall_clock_ms,
 	    .host = &l->d->cfg.host,
 	    .quota_defaults = &l->d->cfg.quota_defaults,
+	    .audit_rows = l->d->cfg.audit_rows,
 	    .store_release = release_store,
 	    .store_acquire = acquire_store,
 	    .fleet_ops = &fleet_shim_ops,

@@ -408,7 +408,7 @@ int store_key_count(struct store *st, uint64_t *ret, struct error *err);
  * process at once, and a power loss once any later write is durable. A
  * refused-key flood then costs no fsync per request.
  */
-#define STORE_AUDIT_ROWS_MAX	100000
+#define STORE_AUDIT_ROWS_MAX	1000000
 #define STORE_AUDIT_PRUNE_BATCH 1000
 #define STORE_AUDIT_TEXT_MAX	64
 

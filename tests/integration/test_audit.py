@@ -98,6 +98,10 @@ def test_the_audit_log(world, tmp_path):
         "command": ["true"], "network": {"mode": "allow", "allow": ["api.example.test"]},
         "secrets": {"API_TOKEN": {"value": secret_value, "hosts": ["api.example.test"]}}})
     assert status in (201, 503)
+    # the owner execs in its sandbox and deletes it
+    status, ran = a.request("POST", f"/v1/sandboxes/{sb['id']}/exec", {"command": ["true"]})
+    assert status == 200 and ran["exit_code"] == 0, ran
+    assert a.request("DELETE", f"/v1/sandboxes/{sb['id']}")[0] == 200
     # the admin revokes B's key; B's next request is refused, counted with its id
     assert admin.request("DELETE", f"/v1/keys/{keys['team-b']['id']}")[0] == 200
     assert b.request("GET", "/v1/me")[0] == 401
@@ -128,6 +132,13 @@ def test_the_audit_log(world, tmp_path):
     assert by[("DELETE", "/v1/sandboxes/{id}", 404)]["target"] == sb["id"]
     assert by[("POST", "/v1/tasks", 400)]["error"] == "unknown_field"
     assert by[("DELETE", "/v1/sandboxes/{id}", 400)]["target"] is None
+    # a create, an exec and a delete: each once, with its tenant and key
+    for route in (("POST", "/v1/sandboxes", 201), ("POST", "/v1/sandboxes/{id}/exec", 200),
+                  ("DELETE", "/v1/sandboxes/{id}", 200)):
+        once = [e for e in req if (e["method"], e["route"], e["status"]) == route]
+        assert len(once) == 1, (route, once)
+        assert once[0]["tenant"] == "team-a" and once[0]["key_id"] == keys["team-a"]["id"]
+        assert once[0]["target"] == sb["id"], once
     revoke = by[("DELETE", "/v1/keys/{id}", 200)]
     assert revoke["target"] == keys["team-b"]["id"] and revoke["tenant"] == "default"
     assert not any(e["method"] == "GET" for e in new)
@@ -202,3 +213,22 @@ def test_the_audit_log(world, tmp_path):
                     assert n not in text, (t, n)
     db.close()
     assert seen > 100
+
+
+def test_retention_is_bounded(tmp_path):
+    """agentboxd --audit-rows 50: past fifty rows the oldest go, whatever is sent."""
+    d = Daemon(tmp_path, "--audit-rows", "50").start()
+    try:
+        for i in range(80):
+            status, _ = d.request("POST", f"/v1/tasks/tsk_{i:026d}/cancel")
+            assert status in (400, 404)
+        rows = d.request("GET", "/v1/audit?limit=1000")[1]["entries"]
+        assert 40 <= len(rows) <= 50, len(rows)
+        ids = [e["id"] for e in rows]
+        assert max(ids) == 80 and min(ids) > 30, ids  # the newest kept, the oldest gone
+    finally:
+        d.stop()
+    for bad in ("0", "1000001", "lots"):
+        p = subprocess.run([os.path.join(BUILD, "src", "daemon", "agentboxd"), "--audit-rows",
+                            bad], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "--audit-rows" in p.stderr, (bad, p.stderr)

@@ -63,7 +63,7 @@ def sandboxes_daemon(tmp_path):
 def test_sandbox_quotas(sandboxes_daemon):
     d, port = sandboxes_daemon
     admin, c = tenants(d, port, "team-a", "team-b", "team-c",
-                       **{"team-b": {"memory_mb": 700, "cpus": 1.5},
+                       **{"team-b": {"memory_mb": 700, "cpus": 1.5, "disk_mb": 1536},
                           "team-c": {"sandboxes": "none"}})
     a, b = c["team-a"], c["team-b"]
 
@@ -106,7 +106,20 @@ def test_sandbox_quotas(sandboxes_daemon):
     assert status == 200 and t["use"]["sandboxes"] == 2, t
     refused(a.request("POST", "/v1/sandboxes", {}), "sandboxes", 2, 2, 1)
     status, t = admin.request("GET", "/v1/tenants/team-b")
-    assert t["use"]["memory_mb"] == 512 and t["own_quotas"] == {"cpus": 1.5, "memory_mb": 700}
+    assert t["use"]["memory_mb"] == 512 and t["use"]["disk_mb"] == 1024, t
+    assert t["own_quotas"] == {"cpus": 1.5, "disk_mb": 1536, "memory_mb": 700}, t
+
+    # disk: 1024 MiB held (the default), 1024 more would pass 1536
+    refused(b.request("POST", "/v1/sandboxes", {"limits": {"memory_mb": 64, "cpus": 0.5,
+                                                           "disk_mb": 1024}}),
+            "disk_mb", 1536, 1024, 1024)
+    # its sandbox ended, all of it is free again: memory, CPUs and disk at once
+    assert b.request("DELETE", f"/v1/sandboxes/{sb['id']}")[0] == 200
+    status, t = admin.request("GET", "/v1/tenants/team-b")
+    assert (t["use"]["sandboxes"], t["use"]["memory_mb"], t["use"]["disk_mb"]) == (0, 0, 0), t
+    status, again = b.request("POST", "/v1/sandboxes", {"limits": {"memory_mb": 640, "cpus": 1.5,
+                                                                   "disk_mb": 1536}})
+    assert status == 201, again
 
 
 def test_quota_changes_are_checked(sandboxes_daemon):
@@ -179,6 +192,9 @@ def test_task_quotas(tmp_path):
         assert a.request("POST", f"/v1/tasks/{first['id']}/cancel")[0] == 200
         assert helpers.wait_until(
             lambda: all(task(a, t)["status"] == "succeeded" for t in waiting), 60, 0.05)
+        # the queue emptied: a submit is taken again
+        status, t = a.request("POST", "/v1/tasks", {"command": ["true"]})
+        assert status == 201, t
     finally:
         for t in d.request("GET", "/v1/tasks?status=queued,running")[1]["tasks"]:
             d.request("POST", f"/v1/tasks/{t['id']}/cancel")

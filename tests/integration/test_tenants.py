@@ -1,6 +1,6 @@
 """Tenants and API keys against the real daemon (docs/api.md, "Auth" and
-"Tenancy"): two tenants, A and B, over TCP with keys and over the unix
-socket as local users; every route of B's against A's task or sandbox is
+"Tenancy"): two tenants, A and B, over TCP with keys (in clear, and with
+TLS) and over the unix socket as local users; every route of B's against A's task or sandbox is
 answered exactly as an unknown id; an admin sees both; revoked and expired
 keys are refused at their next request; no key is kept in clear.
 """
@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -18,6 +19,7 @@ import pytest
 import helpers
 from conftest import BUILD
 from daemon import Daemon
+from test_tls import pki  # noqa: F401 (a fixture: the test CA and 127.0.0.1's certificate)
 
 AGENTBOX = os.path.join(BUILD, "src", "cli", "agentbox")
 UID_B, UID_NOBODYS = 4242, 4343  # a local user mapped to team-b, and one mapped to nothing
@@ -32,13 +34,18 @@ def free_port():
 
 
 class Tcp:
-    """One key's client over TCP."""
+    """One key's client over TCP; with cacert (the CA's PEM file), over TLS."""
 
-    def __init__(self, port, key):
-        self.port, self.key = port, key
+    def __init__(self, port, key, cacert=None):
+        self.port, self.key, self.cacert = port, key, cacert
+        self.url = f"{'https' if cacert else 'http'}://127.0.0.1:{port}"
 
     def request(self, method, path, body=None, headers=None, raw=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        if self.cacert:
+            ctx = ssl.create_default_context(cafile=self.cacert)
+            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=30, context=ctx)
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         h = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         h.update(headers or {})
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None
@@ -55,18 +62,23 @@ class Tcp:
             return r.status, payload
 
 
-@pytest.fixture
-def world(tmp_path):
+@pytest.fixture(params=["tcp", "tls"])
+def world(request, tmp_path):
     # the socket in a directory other users may reach (its ACL decides who connects)
     sockdir = tempfile.mkdtemp(prefix="agentbox-tenants-")
     os.chmod(sockdir, 0o755)
     port = free_port()
+    tls, cacert = [], None
+    if request.param == "tls":
+        certs = request.getfixturevalue("pki")
+        tls = ["--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key")]
+        cacert = str(certs / "ca.pem")
     d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}", "--socket-user", f"{UID_B}=team-b",
-               "--pool", "1")
+               "--pool", "1", *tls)
     d.socket = os.path.join(sockdir, "agentbox.sock")
     d.start()
     try:
-        admin = Tcp(port, d.admin_key())
+        admin = Tcp(port, d.admin_key(), cacert)
         assert admin.request("POST", "/v1/tenants", {"name": "team-a"})[0] == 201
         # team-b: made by agentboxd at its start, for --socket-user's local user
         assert admin.request("GET", "/v1/tenants/team-b")[0] == 200
@@ -75,7 +87,8 @@ def world(tmp_path):
             status, k = admin.request("POST", "/v1/keys", {"tenant": name, "label": name})
             assert status == 201 and k["key"].startswith("abx_") and k["role"] == "member"
             keys[name] = k
-        yield d, admin, Tcp(port, keys["team-a"]["key"]), Tcp(port, keys["team-b"]["key"]), keys
+        yield (d, admin, Tcp(port, keys["team-a"]["key"], cacert),
+               Tcp(port, keys["team-b"]["key"], cacert), keys)
     finally:
         # whatever a failure left: tasks outlive their daemon by design
         for t in d.request("GET", "/v1/tasks?status=queued,running")[1]["tasks"]:
@@ -184,7 +197,7 @@ def test_keys_revoked_and_expired_are_refused_at_once(world):
     # expiry: refused from its time on, with no cache in between
     status, short = admin.request("POST", "/v1/keys", {"tenant": "team-b", "expires_in_s": 1})
     assert status == 201
-    c = Tcp(a.port, short["key"])
+    c = Tcp(a.port, short["key"], a.cacert)
     first = c.request("GET", "/v1/me")[0]
     assert first in (200, 401)  # a slow machine may be past the second already
     assert helpers.wait_until(lambda: c.request("GET", "/v1/me")[0] == 401, 10, 0.1)
@@ -210,8 +223,11 @@ def test_keys_revoked_and_expired_are_refused_at_once(world):
 
 def test_the_cli_manages_tenants_and_keys(world):
     d, admin, a, b, keys = world
-    env = dict(os.environ, AGENTBOX_HOST=f"127.0.0.1:{a.port}", AGENTBOX_KEY=admin.key)
-    env.pop("AGENTBOX_TOKEN", None)
+    env = dict(os.environ, AGENTBOX_URL=a.url, AGENTBOX_KEY=admin.key)
+    if a.cacert:
+        env["AGENTBOX_CACERT"] = a.cacert
+    for name in ("AGENTBOX_TOKEN", "AGENTBOX_HOST"):
+        env.pop(name, None)
 
     def cli(*args, key=None):
         e = dict(env, AGENTBOX_KEY=key) if key else env
