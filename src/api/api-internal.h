@@ -153,26 +153,6 @@ int api_files_delete(struct api_call *c);
 
 /* ---- the audit log (audit.c) --------------------------------------------- */
 
-/*
- * What the audit log records of one request, taken from its call before
- * the call's strings go (api_audit_note()), recorded once it is answered
- * (api_audit_record()). Plain data: strings copied, or static.
- */
-struct api_audit_entry {
-	bool wanted;  /* a mutating request (POST, PUT, DELETE, PATCH), or a 401 */
-	bool refusal; /* a 401: counted, not added */
-	int64_t time;
-	char tenant[TENANT_NAME_SIZE]; /* "" = none */
-	char key_id[KEY_ID_SIZE];
-	long uid;		       /* -1 = none */
-	const char *method;	       /* static */
-	const char *route;	       /* the route table's template; NULL: no route has the path */
-	char target[TENANT_NAME_SIZE]; /* an id, a tenant's name or a key id; "" = none */
-	const char *reason;	       /* a refusal's, static */
-	char source[API_SOURCE_SIZE];
-	size_t keep; /* the rows the log keeps (api_ctx.audit_rows; 0: the default) */
-};
-
 /* Fill *ret from call c (with its match m, NULL when it never matched). */
 void api_audit_note(const struct api_call *c, const struct api_match *m,
 		    struct api_audit_entry *ret);

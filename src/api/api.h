@@ -67,6 +67,29 @@
 #define API_AUDIT_ROWS_DEFAULT 100000 /* api_ctx.audit_rows when 0 (agentboxd --audit-rows) */
 #define API_EVENTS_DEFAULT     100
 
+/* Bytes of struct api_ctx's source, its NUL included (an IPv6 address fits). */
+#define API_SOURCE_SIZE 64
+
+/*
+ * What the audit log records of one request, taken from its call before
+ * the call's strings go (api_audit_note()), recorded once it is answered
+ * (api_audit_record()). Plain data: strings copied, or static.
+ */
+struct api_audit_entry {
+	bool wanted;  /* a mutating request (POST, PUT, DELETE, PATCH), or a 401 */
+	bool refusal; /* a 401: counted, not added */
+	int64_t time;
+	char tenant[TENANT_NAME_SIZE]; /* "" = none */
+	char key_id[KEY_ID_SIZE];
+	long uid;		       /* -1 = none */
+	const char *method;	       /* static */
+	const char *route;	       /* the route table's template; NULL: no route has the path */
+	char target[TENANT_NAME_SIZE]; /* an id, a tenant's name or a key id; "" = none */
+	const char *reason;	       /* a refusal's, static */
+	char source[API_SOURCE_SIZE];
+	size_t keep; /* the rows the log keeps (api_ctx.audit_rows; 0: the default) */
+};
+
 struct api_request {
 	const char *method; /* "GET", "POST", ... (case-sensitive) */
 	const char *path;   /* "/v1/tasks/tsk_..." without '?' and query */
@@ -189,6 +212,14 @@ struct api_response {
 	char log[ERROR_MSG_MAX];   /* 5xx: why, for the server's log (never sent); else "" */
 	char audit[ERROR_MSG_MAX]; /* the audit row could not be recorded: why, for the
 				    * server's log (the answer stands); else "" */
+	/*
+	 * The request's audit row, when api_ctx.audit_deferred left it to the
+	 * server (audit_pending): recorded with api_audit_commit() once the
+	 * answer is sent, so that the client does not wait on it.
+	 */
+	bool audit_pending;
+	struct api_audit_entry audit_note;
+	enum api_error_code audit_code;
 	enum api_response_kind kind;
 	int fd;			/* FILE, PROCESS_STREAM: owned (api_response_take_fd()) */
 	uint64_t size;		/* FILE */
@@ -225,9 +256,6 @@ struct api_local_user {
 	uid_t uid;
 	char tenant[TENANT_NAME_SIZE];
 };
-
-/* Bytes of struct api_ctx's source, its NUL included (an IPv6 address fits). */
-#define API_SOURCE_SIZE 64
 
 /* The id of the legacy admin key: an older state directory's single token (auth.c). */
 #define API_LEGACY_KEY_ID "000000000000"
@@ -274,6 +302,9 @@ struct api_ctx {
 	size_t nlocal_users;
 	int64_t (*now_ms)(void);	    /* wall clock in ms; NULL = CLOCK_REALTIME */
 	const struct api_host_limits *host; /* NULL: none beyond SPEC_*_MAX */
+	/* The request's audit row is left in the response (audit_pending) for the
+	 * server to record once the answer is sent; false: recorded before. */
+	bool audit_deferred;
 	/* The audit log's rows kept, oldest pruned past it (1..STORE_AUDIT_ROWS_MAX;
 	 * 0: API_AUDIT_ROWS_DEFAULT). */
 	size_t audit_rows;
@@ -367,6 +398,14 @@ bool api_admit(struct api_ctx *ctx, const struct api_request *req, struct api_re
  * is the IPv4 one. out has API_SOURCE_SIZE bytes.
  */
 void api_rate_source(const char *source, char out[API_SOURCE_SIZE]);
+
+/*
+ * Record the audit row res left pending (res->audit_pending), with
+ * res->status, in st: what api_handle() would have done before answering.
+ * Never fails the request: a row the store refuses is said in why (for
+ * the server's log; "" when recorded). st NULL: not recorded, said so.
+ */
+void api_audit_commit(const struct api_response *res, struct store *st, char why[ERROR_MSG_MAX]);
 
 /* Does path name a public route (no auth at all)? */
 bool api_route_is_public(const char *path);

@@ -122,6 +122,17 @@ void api_audit_record(const struct api_audit_entry *a, enum api_error_code code,
 			 a->source[0] ? a->source : "-", res->status, err.msg);
 }
 
+void api_audit_commit(const struct api_response *res, struct store *st, char why[ERROR_MSG_MAX])
+{
+	/* api_audit_record() says what went wrong in a response's audit field */
+	struct api_response r = {.status = res->status};
+	why[0] = '\0';
+	if (!res->audit_pending)
+		return;
+	api_audit_record(&res->audit_note, res->audit_code, st, &r);
+	snprintf(why, ERROR_MSG_MAX, "%s", r.audit);
+}
+
 /* ---- GET /v1/audit ---------------------------------------------------------- */
 
 /* A time of the query: RFC 3339, as the API shows times, or ms since the epoch. */

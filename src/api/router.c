@@ -328,6 +328,13 @@ int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_respo
 	struct api_audit_entry note;
 	enum api_error_code code;
 	int r = api_run_deferred(ctx, req, ret, handler, data, &note, &code);
+	if (ctx->audit_deferred && note.wanted && ret->status) {
+		/* the server records it once the answer is sent */
+		ret->audit_pending = true;
+		ret->audit_note = note;
+		ret->audit_code = code;
+		return r;
+	}
 	/* a handler that waited on a sandbox gave its store back: take one again */
 	if (note.wanted && !ctx->store && ctx->store_acquire)
 		ctx->store_acquire(ctx);

@@ -57,6 +57,11 @@ struct request_state {
 	size_t received; /* bytes of the body read, kept or not */
 	bool busy;	 /* the budget had no room: the body is dropped, 503 at its end */
 	struct api_upload *upload; /* PUT .../files: the body goes there */
+	/* the answer's audit row, recorded once the answer is sent (on_completed()) */
+	bool audit_pending;
+	struct api_audit_entry audit_note;
+	enum api_error_code audit_code;
+	int audit_status;
 };
 
 /*
@@ -628,11 +633,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct api_ctx ctx;
 	make_ctx(l, c, &ctx);
 	ctx.store = store_pool_get(&l->d->pool);
+	ctx.audit_deferred = true; /* the client does not wait on its row */
 	(void)api_handle(&ctx, &req, &resp);
 	release_store(&ctx); /* unless the handler gave it back already */
+	rs->audit_pending = resp.audit_pending;
+	rs->audit_note = resp.audit_note;
+	rs->audit_code = resp.audit_code;
+	rs->audit_status = resp.status;
 	ok = serve(l->d, c, &resp);
 	api_response_release(&resp);
 	return ok;
+}
+
+/* The answer is sent (or its connection gone): its audit row now. */
+static void commit_audit(struct daemon *d, const struct request_state *rs)
+{
+	struct api_response res = {.status = rs->audit_status,
+				   .audit_pending = true,
+				   .audit_note = rs->audit_note,
+				   .audit_code = rs->audit_code};
+	char why[ERROR_MSG_MAX];
+	struct store *st = store_pool_get(&d->pool);
+	api_audit_commit(&res, st, why);
+	store_pool_put(&d->pool, st);
+	if (why[0])
+		fprintf(stderr, "agentboxd: %s\n", why);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -642,6 +667,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct request_state *rs = *con_cls;
 	set_timeout(c, DAEMON_HEADER_TIMEOUT_S); /* kept alive: the next header, or close */
 	if (rs) {
+		if (rs->audit_pending)
+			commit_audit(cls, rs);
 		api_upload_free(rs->upload);
 		release_body(cls, rs);
 		free(rs);

@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+import helpers
 from conftest import BUILD
 from daemon import Daemon
 
@@ -70,12 +71,26 @@ def audit(client, query=""):
     return body["entries"]
 
 
+def settled(client, wanted, query="limit=1000"):
+    """The log once it holds a row for each (method, route, status) of wanted: a
+    request's row is written once its answer is sent, so it may trail the answer."""
+    def rows():
+        r = audit(client, query)
+        have = {(e["method"], e["route"], e["status"]) for e in r}
+        return r if all(w in have for w in wanted) else None
+    assert helpers.wait_until(rows, 30, 0.02), wanted
+    return rows()
+
+
 def test_the_audit_log(world, tmp_path):
     d, admin, a, b, keys = world
+    # a row is written once its answer is sent: rows of requests close together
+    # may be recorded (and numbered) in either order; their times say which came first
+    assert helpers.wait_until(lambda: len(audit(admin, "limit=1000")) == 4, 30, 0.02)
     before = audit(admin, "limit=1000")
-    assert [(e["method"], e["route"], e["status"]) for e in reversed(before)] == [
+    assert sorted((e["method"], e["route"], e["status"]) for e in before) == sorted([
         ("POST", "/v1/tenants", 201), ("POST", "/v1/keys", 201),
-        ("POST", "/v1/tenants", 201), ("POST", "/v1/keys", 201)]
+        ("POST", "/v1/tenants", 201), ("POST", "/v1/keys", 201)])
 
     # a member makes a task and a sandbox; reads are not recorded
     status, task = a.request("POST", "/v1/tasks", {"command": ["true"]})
@@ -111,7 +126,10 @@ def test_the_audit_log(world, tmp_path):
     for i in range(20):
         assert bad.request("POST" if i % 2 else "GET", "/v1/tasks", {"command": ["x"]})[0] == 401
 
-    rows = audit(admin, "limit=1000")
+    rows = settled(admin, [("POST", "/v1/sandboxes/{id}/exec", 200),
+                           ("DELETE", "/v1/sandboxes/{id}", 200), ("DELETE", "/v1/keys/{id}", 200),
+                           ("POST", "/v1/tasks/{id}/cancel", 404), ("POST", "/v1/tasks", 400),
+                           ("DELETE", "/v1/sandboxes/{id}", 400), ("POST", "/v1/tasks", 201)])
     new = rows[:len(rows) - len(before)]
     refused = [e for e in new if e["status"] == 401]
     assert [(e["reason"], e["count"]) for e in refused] == [("unknown_key", 20),
@@ -222,7 +240,11 @@ def test_retention_is_bounded(tmp_path):
         for i in range(80):
             status, _ = d.request("POST", f"/v1/tasks/tsk_{i:026d}/cancel")
             assert status in (400, 404)
-        rows = d.request("GET", "/v1/audit?limit=1000")[1]["entries"]
+        def newest():
+            rows = d.request("GET", "/v1/audit?limit=1000")[1]["entries"]
+            return rows if rows and rows[0]["id"] == 80 else None
+        assert helpers.wait_until(newest, 30, 0.02)
+        rows = newest()
         assert 40 <= len(rows) <= 50, len(rows)
         ids = [e["id"] for e in rows]
         assert max(ids) == 80 and min(ids) > 30, ids  # the newest kept, the oldest gone

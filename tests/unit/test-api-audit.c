@@ -257,6 +257,55 @@ static void test_local_users_and_creates(void **state)
 	json_decref(rows);
 }
 
+/*
+ * Deferred (as the server asks): the answer carries its row, nothing is
+ * in the log until api_audit_commit(), and then exactly that row is.
+ */
+static void test_deferred_rows_wait_for_their_commit(void **state)
+{
+	struct fx *f = *state;
+	f->ctx.tcp = false;
+	f->ctx.peer_uid = 0;
+	snprintf(f->ctx.source, sizeof(f->ctx.source), "unix:uid=0");
+	f->ctx.audit_deferred = true;
+	const char *body = "{\"name\":\"team-d\"}";
+	struct api_request req = {.method = "POST",
+				  .path = "/v1/tenants",
+				  .body = body,
+				  .body_len = strlen(body),
+				  .content_type = "application/json"};
+	struct api_response res = {0};
+	assert_int_equal(api_handle(&f->ctx, &req, &res), 0);
+	assert_int_equal(res.status, 201);
+	assert_true(res.audit_pending);
+	/* a GET is recorded by nobody: nothing pending */
+	struct api_request get = {.method = "GET", .path = "/v1/tenants"};
+	struct api_response gres = {0};
+	assert_int_equal(api_handle(&f->ctx, &get, &gres), 0);
+	assert_false(gres.audit_pending);
+	api_response_release(&gres);
+	f->ctx.audit_deferred = false;
+	json_t *rows = audit(f, NULL);
+	assert_int_equal(json_array_size(rows), 0);
+	json_decref(rows);
+	char why[ERROR_MSG_MAX];
+	api_audit_commit(&res, f->ctx.store, why);
+	assert_string_equal(why, "");
+	api_response_release(&res);
+	rows = audit(f, NULL);
+	assert_int_equal(json_array_size(rows), 1);
+	assert_string_equal(str(json_array_get(rows, 0), "target"), "team-d");
+	assert_int_equal(num(json_array_get(rows, 0), "status"), 201);
+	json_decref(rows);
+	/* no store: not recorded, and said so */
+	struct api_response again = {.status = 201,
+				     .audit_pending = true,
+				     .audit_note = res.audit_note,
+				     .audit_code = res.audit_code};
+	api_audit_commit(&again, NULL, why);
+	assert_true(why[0] != '\0');
+}
+
 static void test_refusals_are_counted(void **state)
 {
 	struct fx *f = *state;
@@ -381,6 +430,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    T(test_mutations_are_recorded),
 	    T(test_local_users_and_creates),
+	    T(test_deferred_rows_wait_for_their_commit),
 	    T(test_refusals_are_counted),
 	    T(test_list_filters_and_pages),
 	};
