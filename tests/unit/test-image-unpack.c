@@ -273,8 +273,9 @@ static void test_hardlink_out(void **state)
 	assert_int_equal(UNPACK(fx, PLAIN, LINK_("o", fx->outside), HARD_("s2", "o/x")), -EPERM);
 	assert_int_equal(UNPACK(fx, PLAIN, HARD_("none", "not/there")), -ENOENT);
 	assert_int_equal(UNPACK(fx, PLAIN, DIR_("d"), HARD_("dl", "d")), -EPERM);
+	assert_int_equal(UNPACK(fx, PLAIN, LINK_("sl", "d"), HARD_("hl", "sl")), -EPERM);
 	assert_false(exists(fx, "shadow") || exists(fx, "x") || exists(fx, "s") ||
-		     exists(fx, "s2") || exists(fx, "dl"));
+		     exists(fx, "s2") || exists(fx, "dl") || exists(fx, "hl"));
 }
 
 /* Device nodes, a FIFO and a socket: dropped, counted. */
