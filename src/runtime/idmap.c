@@ -1,0 +1,72 @@
+#include "runtime/idmap.h"
+
+#include "base/cleanup.h"
+#include "base/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int write_proc_file(pid_t pid, const char *file, const char *text)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	return write_file_at(AT_FDCWD, path, text);
+}
+
+int idmap_userns_open(uid_t disk_uid, gid_t disk_gid, uid_t host_first, unsigned count)
+{
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid == 0) {
+		char c;
+		close(pipefd[1]);
+		(void)!read(pipefd[0], &c, 1); /* hold the namespace until told */
+		_exit(0);
+	}
+	close(pipefd[0]);
+	int r = pid < 0 ? -errno : 0;
+	if (r == 0) {
+		char uid_line[64], gid_line[64], path[64];
+		snprintf(uid_line, sizeof(uid_line), "%u %u %u\n", (unsigned)disk_uid,
+			 (unsigned)host_first, count);
+		snprintf(gid_line, sizeof(gid_line), "%u %u %u\n", (unsigned)disk_gid,
+			 (unsigned)host_first, count);
+		r = write_proc_file(pid, "uid_map", uid_line);
+		if (r == 0)
+			r = write_proc_file(pid, "setgroups", "deny");
+		if (r == 0)
+			r = write_proc_file(pid, "gid_map", gid_line);
+		if (r == 0) {
+			snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+			r = open(path, O_RDONLY | O_CLOEXEC);
+			if (r < 0)
+				r = -errno;
+		}
+	}
+	close(pipefd[1]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	return r;
+}
+
+int idmap_mount(int tree_fd, uid_t disk_uid, gid_t disk_gid, uid_t host_first, unsigned count,
+		uint64_t attr_set)
+{
+	_cleanup_close_ int userns = idmap_userns_open(disk_uid, disk_gid, host_first, count);
+	if (userns < 0)
+		return userns;
+	struct mount_attr attr = {.attr_set = attr_set | MOUNT_ATTR_IDMAP,
+				  .userns_fd = (uint64_t)userns};
+	if (mount_setattr(tree_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return -errno;
+	return 0;
+}
