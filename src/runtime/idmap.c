@@ -36,7 +36,21 @@ static int hold(void *arg)
 	return 0;
 }
 
-int idmap_userns_open(uid_t disk_uid, gid_t disk_gid, uid_t host_first, unsigned count)
+static void reap(pid_t pid)
+{
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+void idmap_holders_reap(struct idmap_holders *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		reap(h->pid[i]);
+	h->n = 0;
+}
+
+int idmap_userns_open(uid_t disk_uid, gid_t disk_gid, uid_t host_first, unsigned count,
+		      struct idmap_holders *holders)
 {
 	sigset_t all, old;
 	sigfillset(&all);
@@ -64,15 +78,18 @@ int idmap_userns_open(uid_t disk_uid, gid_t disk_gid, uid_t host_first, unsigned
 			r = -errno;
 	}
 	(void)kill(pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	if (holders && holders->n < IDMAP_HOLDERS_MAX)
+		holders->pid[holders->n++] = pid;
+	else
+		reap(pid);
 	return r;
 }
 
 int idmap_mount(int tree_fd, uid_t disk_uid, gid_t disk_gid, uid_t host_first, unsigned count,
-		uint64_t attr_set)
+		uint64_t attr_set, struct idmap_holders *holders)
 {
-	_cleanup_close_ int userns = idmap_userns_open(disk_uid, disk_gid, host_first, count);
+	_cleanup_close_ int userns =
+	    idmap_userns_open(disk_uid, disk_gid, host_first, count, holders);
 	if (userns < 0)
 		return userns;
 	struct mount_attr attr = {.attr_set = attr_set | MOUNT_ATTR_IDMAP,

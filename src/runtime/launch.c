@@ -237,7 +237,7 @@ static int map_ids(pid_t pid, uid_t base, unsigned count, bool setgroups_allowed
  * nosuid, nodev (and rdonly) set. init attaches it inside.
  */
 static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct launch_volume *ret,
-			  struct error *err)
+			  struct idmap_holders *holders, struct error *err)
 {
 	struct stat st;
 	if (stat(v->host, &st) < 0)
@@ -259,7 +259,7 @@ static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct lau
 		MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->read_only ? MOUNT_ATTR_RDONLY : 0),
 	};
 	/* the owner on disk appears as the sandbox user */
-	int r = idmap_mount(tree, st.st_uid, st.st_gid, sandbox_kuid, 1, attr.attr_set);
+	int r = idmap_mount(tree, st.st_uid, st.st_gid, sandbox_kuid, 1, attr.attr_set, holders);
 	if (r == 0)
 		goto done;
 	/* an image's files would belong to no one inside: no fallback */
@@ -285,14 +285,15 @@ done:
  * read-only, nosuid, nodev. Without id-mapped mounts there is no correct
  * image root (its files would belong to no one inside): no fallback.
  */
-static int open_image_tree(const char *path, uid_t sandbox_base, struct error *err)
+static int open_image_tree(const char *path, uid_t sandbox_base, struct idmap_holders *holders,
+			   struct error *err)
 {
 	_cleanup_close_ int tree = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
 		return error_set_errno(err, errno, "--image-tree %s: cannot clone the mount", path);
 	int r =
 	    idmap_mount(tree, UIDRANGE_IMAGE_BASE, UIDRANGE_IMAGE_BASE, sandbox_base, UIDRANGE_SIZE,
-			MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+			MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, holders);
 	if (r < 0)
 		return error_set_errno(err, -r, "--image-tree %s: cannot map its ids", path);
 	return TAKE_FD(tree);
@@ -457,6 +458,8 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 				 .control_fd = -1,
 				 .join = {.n = 0}};
 	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1}, control[2] = {-1, -1};
+	/* reaped once the sandbox runs: their exits are off its path */
+	struct idmap_holders holders = {.n = 0};
 	int r = read_layout(&ctx.layout);
 	if (r < 0)
 		return error_set_errno(err, -r,
@@ -503,13 +506,13 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		}
 	}
 	if (spec->image_tree &&
-	    (ctx.image_fd = open_image_tree(spec->image_tree, sb->ids.base, err)) < 0) {
+	    (ctx.image_fd = open_image_tree(spec->image_tree, sb->ids.base, &holders, err)) < 0) {
 		r = ctx.image_fd;
 		goto fail;
 	}
 	for (size_t i = 0; i < spec->nvolumes; i++) {
 		r = prepare_volume(&init_spec->volumes[i], sb->ids.base + SANDBOX_UID,
-				   &ctx.volumes[ctx.nvolumes], err);
+				   &ctx.volumes[ctx.nvolumes], &holders, err);
 		if (r < 0)
 			goto fail;
 		ctx.nvolumes++;
@@ -550,13 +553,16 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		goto fail_started;
 	/* Go. If init has died already, sandbox_wait() reports why. */
 	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
+	idmap_holders_reap(&holders);
 	*ret = sb;
 	return 0;
 
 fail_started:
+	idmap_holders_reap(&holders);
 	sandbox_free(sb);
 	return r;
 fail:
+	idmap_holders_reap(&holders);
 	CLOSE_FD(sync_pipe[0]);
 	CLOSE_FD(sync_pipe[1]);
 	CLOSE_FD(control[0]);
