@@ -49,6 +49,12 @@ static const char help[] =
     "  --workdir DIR      the writable, empty working directory (default /workspace)\n"
     "  --rootfs DIR       use an image directory (e.g. made by debootstrap) read-only\n"
     "                     instead of the host's /usr and a synthesized /etc\n"
+    "  --image-tree DIR   / is a writable overlay of an image's tree as the image\n"
+    "                     store unpacks it (files owned by its ids + 199934464 on\n"
+    "                     the host), never written itself; writes land in --disk\n"
+    "  --user USER        sandbox (the default: uid 1000, no capabilities) or root\n"
+    "                     (uid 0 of the sandbox's own user namespace, with only the\n"
+    "                     capabilities package managers need; never the host's root)\n"
     "  --network MODE     none (the default: only lo), open (any public address),\n"
     "                     or allow:DOMAIN[:PORT][,...] (only those names;\n"
     "                     *.example.org for its subdomains; ports 80 and 443 by\n"
@@ -87,6 +93,8 @@ enum {
 	OPT_VOLUME,
 	OPT_WORKDIR,
 	OPT_ROOTFS,
+	OPT_IMAGE_TREE,
+	OPT_USER,
 	OPT_NETWORK,
 	OPT_NETWORK_RATE,
 	OPT_RESOLVER,
@@ -105,6 +113,8 @@ static const struct option options[] = {
     {"volume", required_argument, NULL, OPT_VOLUME},
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"rootfs", required_argument, NULL, OPT_ROOTFS},
+    {"image-tree", required_argument, NULL, OPT_IMAGE_TREE},
+    {"user", required_argument, NULL, OPT_USER},
     {"network", required_argument, NULL, OPT_NETWORK},
     {"network-rate", required_argument, NULL, OPT_NETWORK_RATE},
     {"resolver", required_argument, NULL, OPT_RESOLVER},
@@ -163,6 +173,17 @@ static int parse_value(int opt, const char *arg, struct run_args *a, struct erro
 		return 0;
 	case OPT_ROOTFS:
 		s->rootfs = arg;
+		return 0;
+	case OPT_IMAGE_TREE:
+		s->image_tree = arg;
+		return 0;
+	case OPT_USER:
+		if (strcmp(arg, "root") == 0)
+			s->user = SPEC_USER_ROOT;
+		else if (strcmp(arg, "sandbox") == 0)
+			s->user = SPEC_USER_SANDBOX;
+		else
+			return error_set(err, EINVAL, "--user: '%s' is not root or sandbox", arg);
 		return 0;
 	case OPT_NETWORK: {
 		struct egress_policy p;

@@ -12,7 +12,8 @@
  *  3. hostname, lo up, root file system, pivot_root     (rootfs.c)
  *  4. rlimits while hard limits may still be set          (privs.c)
  *  5. Landlock, then drop to uid 1000 with no capabilities (landlock.c, privs.c),
- *     then create spec->files as that user
+ *     or, for user root, keep uid 0 with PRIVS_ROOT_CAPS alone; then create
+ *     spec->files as that user
  *  6. parent-death signal and non-dumpable again (credential changes
  *     reset both), then close every fd but 0-2 and the status pipe (and,
  *     in serve mode, the control socket; 0-2 become /dev/null)
@@ -31,8 +32,10 @@
 #include "runtime/rootfs.h"
 #include "seccomp/seccomp.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/close_range.h>
 #include <net/if.h>
 #include <poll.h>
@@ -91,9 +94,47 @@ static int enter_namespaces(struct error *err)
 	return bring_up_lo(err);
 }
 
+/*
+ * An image root is writable where its own permissions allow: Landlock
+ * grants every real directory and file at its top (not symlinks: one
+ * could name /proc), but /dev and /proc, whose writes stay refused. A new
+ * entry at the top itself is refused. Up to ROOTFS_IMAGE_TOP_MAX entries.
+ */
+static char image_top[ROOTFS_IMAGE_TOP_MAX][NAME_MAX + 2];
+
+static int image_writable(const char **writable, size_t *n, struct error *err)
+{
+	_cleanup_close_ int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d)
+		return error_set_errno(err, errno, "landlock: list /");
+	TAKE_FD(fd);
+	size_t count = 0;
+	int r = 0;
+	struct dirent *de;
+	while (r == 0 && (de = readdir(d))) {
+		struct stat st;
+		const char *name = de->d_name;
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "dev") == 0 ||
+		    strcmp(name, "proc") == 0 ||
+		    fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+			continue;
+		if (count == ROOTFS_IMAGE_TOP_MAX) {
+			r = error_set(err, E2BIG, "the image's / has more than %d entries",
+				      ROOTFS_IMAGE_TOP_MAX);
+			break;
+		}
+		snprintf(image_top[count], sizeof(image_top[count]), "/%s", name);
+		writable[(*n)++] = image_top[count++];
+	}
+	closedir(d);
+	return r;
+}
+
 static int restrict_files(const struct launch_ctx *ctx, struct error *err)
 {
-	const char *writable[3 + SPEC_VOLUMES_MAX];
+	const char *writable[3 + SPEC_VOLUMES_MAX + ROOTFS_IMAGE_TOP_MAX];
 	size_t n = 0;
 	writable[n++] = "/tmp";
 	writable[n++] = "/dev/shm";
@@ -101,8 +142,19 @@ static int restrict_files(const struct launch_ctx *ctx, struct error *err)
 	for (size_t i = 0; i < ctx->nvolumes; i++)
 		if (!ctx->volumes[i].read_only)
 			writable[n++] = ctx->volumes[i].target;
-	int r = landlock_apply(writable, n, err);
+	int r;
+	if (ctx->spec->image_tree && (r = image_writable(writable, &n, err)) < 0)
+		return r;
+	r = landlock_apply(writable, n, err);
 	return r == -EOPNOTSUPP ? 0 : r; /* absent: the other layers stand alone */
+}
+
+/* Step 5's drop: to the sandbox user, or (user root) to root's few caps. */
+static int drop_privileges(const struct spec *spec, struct error *err)
+{
+	if (spec->user == SPEC_USER_ROOT)
+		return privs_keep_root(err);
+	return privs_drop(SANDBOX_UID, SANDBOX_GID, err);
 }
 
 /*
@@ -215,7 +267,7 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 
 	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &err) < 0 ||
 	    privs_set_rlimits(ctx->spec, &err) < 0 || restrict_files(ctx, &err) < 0 ||
-	    privs_drop(SANDBOX_UID, SANDBOX_GID, &err) < 0 || place_files(ctx->spec, &err) < 0)
+	    drop_privileges(ctx->spec, &err) < 0 || place_files(ctx->spec, &err) < 0)
 		fail(INIT_STATUS_FD, &err);
 
 	/* Credential changes cleared both; nothing of ours may be inspected from inside. */

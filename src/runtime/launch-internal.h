@@ -57,6 +57,7 @@ struct launch_ctx {
 	int status_fd;		 /* write end: struct launch_msg records to the launcher */
 	int control_fd;		 /* serve mode: init's end of the request socket, else -1 */
 	int rootfs_fd;		 /* --rootfs: a detached copy of the image, or -1 */
+	int image_fd;		 /* image_tree: its detached, id-mapped copy, or -1 */
 	struct launch_volume volumes[SPEC_VOLUMES_MAX];
 	size_t nvolumes;
 };

@@ -7,6 +7,7 @@
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "runtime/cgroup.h"
+#include "runtime/idmap.h"
 #include "runtime/launch-internal.h"
 #include "runtime/loopfs.h"
 #include "runtime/uidrange.h"
@@ -153,6 +154,7 @@ static struct spec *copy_spec_pass(struct block *b, const struct spec *src)
 	    block_put(b, src->files, src->nfiles * sizeof(*files), _Alignof(struct spec_file));
 	const char *workdir = block_str(b, src->workdir);
 	const char *rootfs = block_str(b, src->rootfs);
+	const char *image_tree = block_str(b, src->image_tree);
 	for (size_t i = 0; i < argc; i++) {
 		const char *a = block_str(b, src->argv[i]);
 		if (argv)
@@ -184,6 +186,7 @@ static struct spec *copy_spec_pass(struct block *b, const struct spec *src)
 	dst->files = files;
 	dst->workdir = workdir;
 	dst->rootfs = rootfs;
+	dst->image_tree = image_tree;
 	return dst;
 }
 
@@ -209,59 +212,22 @@ static int write_proc_file(pid_t pid, const char *file, const char *text)
 	return write_file_at(AT_FDCWD, path, text);
 }
 
-/* Map ids 0..UIDRANGE_SIZE-1 inside to base.. outside; no setgroups inside. */
-static int map_ids(pid_t pid, uid_t base, const char *inside_first, unsigned count)
+/*
+ * Map ids 0..UIDRANGE_SIZE-1 inside to base.. outside. setgroups is denied
+ * inside, but for root (SPEC_USER_ROOT): package managers set their
+ * helpers' groups (apt's _apt). init has no supplementary groups to shed
+ * (the launcher dropped its own), and the groups it may take are its
+ * range's, so allowing it opens nothing.
+ */
+static int map_ids(pid_t pid, uid_t base, unsigned count, bool setgroups_allowed)
 {
 	char map[64];
-	snprintf(map, sizeof(map), "%s %u %u\n", inside_first, (unsigned)base, count);
+	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)base, count);
 	int r = write_proc_file(pid, "uid_map", map);
 	if (r == 0)
-		r = write_proc_file(pid, "setgroups", "deny");
+		r = write_proc_file(pid, "setgroups", setgroups_allowed ? "allow" : "deny");
 	if (r == 0)
 		r = write_proc_file(pid, "gid_map", map);
-	return r;
-}
-
-/*
- * A user namespace used only as an id-mapping for a volume: the volume's
- * owner on disk appears inside the sandbox as the sandbox user. Returns
- * an fd of the namespace or -errno.
- */
-static int idmap_userns(uid_t disk_uid, gid_t disk_gid, uid_t sandbox_kuid)
-{
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return -errno;
-	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, 0);
-	if (pid == 0) {
-		char c;
-		close(pipefd[1]);
-		(void)!read(pipefd[0], &c, 1); /* hold the namespace until told */
-		_exit(0);
-	}
-	close(pipefd[0]);
-	int r = pid < 0 ? -errno : 0;
-	if (r == 0) {
-		char uid_line[64], gid_line[64], path[64];
-		snprintf(uid_line, sizeof(uid_line), "%u %u 1\n", (unsigned)disk_uid,
-			 (unsigned)sandbox_kuid);
-		snprintf(gid_line, sizeof(gid_line), "%u %u 1\n", (unsigned)disk_gid,
-			 (unsigned)sandbox_kuid);
-		r = write_proc_file(pid, "uid_map", uid_line);
-		if (r == 0)
-			r = write_proc_file(pid, "setgroups", "deny");
-		if (r == 0)
-			r = write_proc_file(pid, "gid_map", gid_line);
-		if (r == 0) {
-			snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-			r = open(path, O_RDONLY | O_CLOEXEC);
-			if (r < 0)
-				r = -errno;
-		}
-	}
-	close(pipefd[1]);
-	if (pid > 0)
-		waitpid(pid, NULL, 0);
 	return r;
 }
 
@@ -271,7 +237,7 @@ static int idmap_userns(uid_t disk_uid, gid_t disk_gid, uid_t sandbox_kuid)
  * nosuid, nodev (and rdonly) set. init attaches it inside.
  */
 static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct launch_volume *ret,
-			  struct error *err)
+			  struct idmap_holders *holders, struct error *err)
 {
 	struct stat st;
 	if (stat(v->host, &st) < 0)
@@ -292,18 +258,14 @@ static int prepare_volume(const struct volume *v, uid_t sandbox_kuid, struct lau
 	    .attr_set =
 		MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->read_only ? MOUNT_ATTR_RDONLY : 0),
 	};
-	_cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, sandbox_kuid);
-	if (userns >= 0) {
-		struct mount_attr idmapped = attr;
-		idmapped.attr_set |= MOUNT_ATTR_IDMAP;
-		idmapped.userns_fd = (uint64_t)userns;
-		if (mount_setattr(tree, "", AT_EMPTY_PATH, &idmapped, sizeof(idmapped)) == 0)
-			goto done;
-	}
+	/* the owner on disk appears as the sandbox user */
+	int r = idmap_mount(tree, st.st_uid, st.st_gid, sandbox_kuid, 1, attr.attr_set, holders);
+	if (r == 0)
+		goto done;
 	/* an image's files would belong to no one inside: no fallback */
 	if (v->image)
-		return error_set_errno(err, userns < 0 ? -userns : errno,
-				       "%s: cannot map its owner to the sandbox user", v->host);
+		return error_set_errno(err, -r, "%s: cannot map its owner to the sandbox user",
+				       v->host);
 	/* No id-mapped mounts here: the sandbox gets the directory's "other" permissions. */
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 		return error_set_errno(err, errno, "--volume %s: cannot set mount flags", v->host);
@@ -315,6 +277,26 @@ done:
 	    .is_dir = S_ISDIR(st.st_mode),
 	};
 	return 0;
+}
+
+/*
+ * The lower layer of an image root: a detached copy of the tree, its
+ * image ids shown as the sandbox's range (so as 0..65535 inside),
+ * read-only, nosuid, nodev. Without id-mapped mounts there is no correct
+ * image root (its files would belong to no one inside): no fallback.
+ */
+static int open_image_tree(const char *path, uid_t sandbox_base, struct idmap_holders *holders,
+			   struct error *err)
+{
+	_cleanup_close_ int tree = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return error_set_errno(err, errno, "--image-tree %s: cannot clone the mount", path);
+	int r =
+	    idmap_mount(tree, UIDRANGE_IMAGE_BASE, UIDRANGE_IMAGE_BASE, sandbox_base, UIDRANGE_SIZE,
+			MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, holders);
+	if (r < 0)
+		return error_set_errno(err, -r, "--image-tree %s: cannot map its ids", path);
+	return TAKE_FD(tree);
 }
 
 static int move_fd_high(int *fd)
@@ -332,6 +314,7 @@ static void close_volumes(struct launch_ctx *ctx)
 {
 	cgroup_join_release(&ctx->join);
 	CLOSE_FD(ctx->rootfs_fd);
+	CLOSE_FD(ctx->image_fd);
 	for (size_t i = 0; i < ctx->nvolumes; i++)
 		CLOSE_FD(ctx->volumes[i].tree_fd);
 	ctx->nvolumes = 0;
@@ -468,9 +451,15 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 	_cleanup_free_ struct spec *init_spec = copy_spec(spec);
 	if (!init_spec)
 		return error_set(err, ENOMEM, "out of memory");
-	struct launch_ctx ctx = {
-	    .spec = init_spec, .mnt_dir = mnt, .rootfs_fd = -1, .control_fd = -1, .join = {.n = 0}};
+	struct launch_ctx ctx = {.spec = init_spec,
+				 .mnt_dir = mnt,
+				 .rootfs_fd = -1,
+				 .image_fd = -1,
+				 .control_fd = -1,
+				 .join = {.n = 0}};
 	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1}, control[2] = {-1, -1};
+	/* reaped once the sandbox runs: their exits are off its path */
+	struct idmap_holders holders = {.n = 0};
 	int r = read_layout(&ctx.layout);
 	if (r < 0)
 		return error_set_errno(err, -r,
@@ -516,9 +505,14 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 			goto fail;
 		}
 	}
+	if (spec->image_tree &&
+	    (ctx.image_fd = open_image_tree(spec->image_tree, sb->ids.base, &holders, err)) < 0) {
+		r = ctx.image_fd;
+		goto fail;
+	}
 	for (size_t i = 0; i < spec->nvolumes; i++) {
 		r = prepare_volume(&init_spec->volumes[i], sb->ids.base + SANDBOX_UID,
-				   &ctx.volumes[ctx.nvolumes], err);
+				   &ctx.volumes[ctx.nvolumes], &holders, err);
 		if (r < 0)
 			goto fail;
 		ctx.nvolumes++;
@@ -550,7 +544,7 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 	CLOSE_FD(control[0]);
 	close_volumes(&ctx);
 
-	if ((r = map_ids(sb->pid, sb->ids.base, "0", UIDRANGE_SIZE)) < 0) {
+	if ((r = map_ids(sb->pid, sb->ids.base, UIDRANGE_SIZE, spec->user == SPEC_USER_ROOT)) < 0) {
 		error_set_errno(err, -r, "cannot map the sandbox's user ids");
 		goto fail_started;
 	}
@@ -559,13 +553,16 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		goto fail_started;
 	/* Go. If init has died already, sandbox_wait() reports why. */
 	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
+	idmap_holders_reap(&holders);
 	*ret = sb;
 	return 0;
 
 fail_started:
+	idmap_holders_reap(&holders);
 	sandbox_free(sb);
 	return r;
 fail:
+	idmap_holders_reap(&holders);
 	CLOSE_FD(sync_pipe[0]);
 	CLOSE_FD(sync_pipe[1]);
 	CLOSE_FD(control[0]);

@@ -46,6 +46,33 @@ int privs_drop(uid_t uid, gid_t gid, struct error *err)
 	return 0;
 }
 
+int privs_keep_root(struct error *err)
+{
+	int top = last_cap();
+	for (int cap = 0; cap <= top; cap++)
+		if (!(cap < 64 && (PRIVS_ROOT_CAPS & (1ULL << cap))) &&
+		    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return error_set_errno(err, errno, "drop bounding capability %d", cap);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return error_set_errno(err, errno, "clear ambient capabilities");
+	/* root's rules, locked: exec as uid 0 gets the bounding set (these caps),
+	 * a switch away from uid 0 clears them, nothing raises ambient ones */
+	unsigned long bits = SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
+			     SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+			     SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+		return error_set_errno(err, errno, "lock securebits");
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {{0}};
+	for (int i = 0; i < 2; i++)
+		data[i].effective = data[i].permitted = (uint32_t)(PRIVS_ROOT_CAPS >> (32 * i));
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return error_set_errno(err, errno, "set capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return error_set_errno(err, errno, "set no_new_privs");
+	return 0;
+}
+
 int privs_set_rlimits(const struct spec *spec, struct error *err)
 {
 	uint64_t fsize = spec->disk_bytes * 2;

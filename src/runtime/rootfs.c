@@ -1,4 +1,5 @@
 #include "runtime/rootfs.h"
+#include "runtime/rootfs-internal.h"
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
@@ -113,11 +114,10 @@ static int populate_host(struct error *err)
 			   "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
 			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
 	    {"etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
-	    {"etc/hosts", "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost\n"},
-	    {"etc/hostname", SANDBOX_HOSTNAME "\n"},
+	    {"etc/hosts", ROOTFS_ETC_HOSTS},
+	    {"etc/hostname", ROOTFS_ETC_HOSTNAME},
 	    {"etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"},
-	    /* answered outside, for a sandbox with a network; unreachable without one */
-	    {"etc/resolv.conf", "nameserver " SANDBOX_RESOLVER "\noptions edns0\n"},
+	    {"etc/resolv.conf", ROOTFS_ETC_RESOLV},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(files); i++)
 		if ((r = create_file_at(AT_FDCWD, files[i].name, files[i].text, 0644)) < 0)
@@ -199,14 +199,15 @@ static int populate_image(int *tree_fd, struct error *err)
 
 /*
  * The writable storage: one tmpfs, cut into detached trees for /tmp,
- * /dev/shm and the workdir, so all three share the --disk size.
+ * /dev/shm and the workdir, so all three share the --disk size; with an
+ * image (*image_fd >= 0), the overlay whose upper layer is in it too.
  */
 struct data_trees {
-	int tmp, shm, work;
+	int tmp, shm, work, root;
 };
 
-static int make_data_trees(const char *mnt_dir, uint64_t disk, struct data_trees *ret,
-			   struct error *err)
+static int make_data_trees(const char *mnt_dir, uint64_t disk, int *image_fd,
+			   struct data_trees *ret, struct error *err)
 {
 	char opts[128];
 	snprintf(opts, sizeof(opts), "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0755", disk,
@@ -228,6 +229,9 @@ static int make_data_trees(const char *mnt_dir, uint64_t disk, struct data_trees
 		if (*fds[i] < 0)
 			return error_set_errno(err, errno, "clone %s", names[i]);
 	}
+	int r;
+	if (*image_fd >= 0 && (r = rootfs_image_overlay(dfd, image_fd, &ret->root, err)) < 0)
+		return r;
 	if (umount2(mnt_dir, MNT_DETACH) < 0)
 		return error_set_errno(err, errno, "detach the data tmpfs");
 	return 0;
@@ -235,7 +239,7 @@ static int make_data_trees(const char *mnt_dir, uint64_t disk, struct data_trees
 
 static int setup_dev(int *shm_fd, struct error *err)
 {
-	if (mkdir("dev", 0755) < 0 ||
+	if ((mkdir("dev", 0755) < 0 && errno != EEXIST) ||
 	    mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV, DEV_TMPFS_OPTS) < 0)
 		return error_set_errno(err, errno, "mount /dev");
 	for (size_t i = 0; i < ELEMENTSOF(devices); i++) {
@@ -276,7 +280,7 @@ static int setup_dev(int *shm_fd, struct error *err)
 /* Must run before pivot_root: a new proc needs a visible one in the namespace. */
 static int setup_proc(struct error *err)
 {
-	if (mkdir("proc", 0555) < 0 ||
+	if ((mkdir("proc", 0555) < 0 && errno != EEXIST) ||
 	    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return error_set_errno(err, errno, "mount /proc");
 	/* What this kernel lacks needs no mask: ENOENT is fine, anything else is not. */
@@ -307,20 +311,31 @@ static int setup_proc(struct error *err)
 int rootfs_setup(const struct launch_ctx *ctx, struct error *err)
 {
 	const struct spec *spec = ctx->spec;
-	struct data_trees data = {-1, -1, -1};
+	struct data_trees data = {-1, -1, -1, -1};
+	int image_fd = ctx->image_fd;
+	bool image_root = image_fd >= 0;
 	int r;
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return error_set_errno(err, errno, "make mounts private");
-	if ((r = make_data_trees(ctx->mnt_dir, spec->disk_bytes, &data, err)) < 0)
+	if ((r = make_data_trees(ctx->mnt_dir, spec->disk_bytes, &image_fd, &data, err)) < 0)
 		goto out;
-	if (mount("tmpfs", ctx->mnt_dir, "tmpfs", MS_NOSUID | MS_NODEV, ROOT_TMPFS_OPTS) < 0 ||
-	    chdir(ctx->mnt_dir) < 0) {
+	if (image_root) { /* / is the overlay: everything else goes in it */
+		if (move_mount(data.root, "", AT_FDCWD, ctx->mnt_dir, MOVE_MOUNT_F_EMPTY_PATH) <
+			0 ||
+		    chdir(ctx->mnt_dir) < 0) {
+			r = error_set_errno(err, errno, "image root: attach the overlay");
+			goto out;
+		}
+		r = rootfs_image_prepare(ctx, err);
+	} else if (mount("tmpfs", ctx->mnt_dir, "tmpfs", MS_NOSUID | MS_NODEV, ROOT_TMPFS_OPTS) <
+		       0 ||
+		   chdir(ctx->mnt_dir) < 0) {
 		r = error_set_errno(err, errno, "mount the root tmpfs");
-		goto out;
+	} else {
+		int rootfs_fd = ctx->rootfs_fd;
+		r = rootfs_fd >= 0 ? populate_image(&rootfs_fd, err) : populate_host(err);
 	}
-	int image_fd = ctx->rootfs_fd;
-	r = image_fd >= 0 ? populate_image(&image_fd, err) : populate_host(err);
 	if (r < 0)
 		goto out;
 	if ((r = attach_tree(&data.tmp, "tmp", err)) < 0 ||
@@ -338,9 +353,12 @@ int rootfs_setup(const struct launch_ctx *ctx, struct error *err)
 		r = error_set_errno(err, errno, "pivot_root");
 		goto out;
 	}
-	if ((r = set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)) < 0)
+	/* an image's overlay stays writable: its upper layer is the sandbox's own */
+	if (!image_root &&
+	    (r = set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)) < 0)
 		error_set_errno(err, -r, "make / read-only");
 out:
+	CLOSE_FD(data.root);
 	CLOSE_FD(data.tmp);
 	CLOSE_FD(data.shm);
 	CLOSE_FD(data.work);

@@ -14,6 +14,13 @@
  *   /proc        fresh, in the new pid namespace, sensitive files masked
  *   volumes      the launcher's detached mounts, attached at their targets
  *
+ * With an image (spec->image_tree, ctx->image_fd), / is instead an
+ * overlay (rootfs-internal.h): the launcher's id-mapped, read-only copy of
+ * the image's tree below, an upper layer in the --disk tmpfs above, and
+ * writable; /etc is the image's but for hosts, hostname and resolv.conf,
+ * which are ours; /tmp, the workdir, /dev, /proc and the volumes are
+ * mounted in it as above.
+ *
  * Every mount is nosuid and nodev, except the six device binds, which
  * need device access. There is no /sys. Then pivot_root into it and
  * detach the old root, so nothing of the host is reachable.
@@ -23,6 +30,9 @@
 
 #include "base/error.h"
 #include "runtime/launch-internal.h"
+
+/* Landlock's rules for an image root: at most this many entries at its top. */
+#define ROOTFS_IMAGE_TOP_MAX 128
 
 /* Build the root and enter it; cwd is "/" afterwards. 0 or -errno. */
 int rootfs_setup(const struct launch_ctx *ctx, struct error *err);

@@ -197,6 +197,13 @@ int spec_validate(const struct spec *spec, struct error *err)
 				 spec->workdir);
 	if (spec->rootfs && (r = check_host_path("--rootfs", spec->rootfs, false, err)) < 0)
 		return r;
+	if (spec->image_tree && spec->rootfs)
+		return error_set(err, EINVAL, "--image-tree and --rootfs exclude each other");
+	if (spec->image_tree &&
+	    (r = check_host_path("--image-tree", spec->image_tree, false, err)) < 0)
+		return r;
+	if (spec->user != SPEC_USER_SANDBOX && spec->user != SPEC_USER_ROOT)
+		return error_set(err, EINVAL, "--user: unknown user");
 	for (size_t i = 0; i < spec->nenv; i++)
 		if ((r = check_env(spec->env[i], err)) < 0)
 			return r;

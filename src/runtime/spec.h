@@ -13,9 +13,15 @@
  * Inside every sandbox (the contract the probes and docs rely on):
  *   - the command runs as uid 1000, gid 1000 ("sandbox"), with no
  *     capabilities, no_new_privs, and the seccomp and Landlock policies;
+ *     or, with user SPEC_USER_ROOT, as uid 0 of the sandbox's user
+ *     namespace (its own host range, never the host's root) with only
+ *     PRIVS_ROOT_CAPS (privs.h), and the same policies;
  *   - / is read-only; /tmp, /dev/shm and the workdir are writable and share
  *     one tmpfs of disk_bytes; rw volumes are writable too; spec->files
- *     are there, owned by the sandbox user, when the command starts;
+ *     are there, owned by the command's user, when the command starts;
+ *   - with an image_tree, / is writable instead: an overlay whose upper
+ *     layer lives in that same tmpfs, so it counts against disk_bytes
+ *     (a full disk is ENOSPC), and vanishes with the sandbox;
  *   - the environment is exactly PATH, HOME (= workdir), LANG, and the
  *     caller's --env values, which win over the defaults;
  *   - the hostname is "agentbox"; the only network interface is lo, unless
@@ -66,6 +72,12 @@ enum network_mode {
 	NETWORK_NONE = 0, /* a private net namespace with only lo */
 };
 
+/* Who the command runs as, inside the sandbox's user namespace. */
+enum spec_user {
+	SPEC_USER_SANDBOX = 0, /* SANDBOX_UID/GID, no capabilities: the default */
+	SPEC_USER_ROOT,	       /* uid 0 of the namespace, PRIVS_ROOT_CAPS only */
+};
+
 struct spec {
 	const char *const *argv; /* NULL-terminated; argv[0] is looked up in PATH */
 	size_t argc;
@@ -96,6 +108,18 @@ struct spec {
 
 	const char *workdir; /* absolute; created empty and writable */
 	const char *rootfs;  /* NULL = host /usr + synthesized /etc */
+	/*
+	 * An image's tree as the image store unpacks it (image/unpack.h): a
+	 * host directory whose files belong to UIDRANGE_IMAGE_BASE + their id
+	 * in the image. / is then an overlay: the tree as its lower layer,
+	 * through an id-mapped mount that shows those ids as 0..65535 inside,
+	 * read-only (the shared tree is never written), and an upper layer in
+	 * the disk_bytes tmpfs. /etc/hosts, /etc/hostname and
+	 * /etc/resolv.conf are the sandbox's own, written over the image's;
+	 * everything else of /etc is the image's. NULL: none. Not with rootfs.
+	 */
+	const char *image_tree;
+	enum spec_user user;
 	enum network_mode network;
 
 	/*

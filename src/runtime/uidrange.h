@@ -22,6 +22,13 @@
 #define UIDRANGE_BASE  200000000u
 #define UIDRANGE_SIZE  65536u
 #define UIDRANGE_SLOTS 16384u /* top id: 200000000 + 2^30, below 2^31 */
+/*
+ * The range just below the sandboxes': the host ids of the files of an
+ * image's tree (image/unpack.h's IMAGE_ID_BASE, which must equal it).
+ * No sandbox runs as them; a sandbox sees them through an id-mapped
+ * mount as its own 0..65535.
+ */
+#define UIDRANGE_IMAGE_BASE (UIDRANGE_BASE - UIDRANGE_SIZE)
 
 struct uidrange {
 	int lock_fd; /* holds the lock; -1 when released */

@@ -174,6 +174,26 @@ def test_probe_suite_inside_sandbox():
         assert by_id[pid]["status"] == "ok", by_id[pid]
 
 
+# runtime/privs.h: PRIVS_ROOT_CAPS (CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID)
+ROOT_CAPS = "00000000000000fb"
+
+
+def test_probe_suite_as_root_of_the_namespace():
+    """--user root: uid 0 of the sandbox's own user namespace with a few
+    capabilities. Every probe still holds; E1 and E2 check root's mode
+    (exactly those caps; once it leaves uid 0 there is no way back)."""
+    args = ["--json", "--allow-env", "AGENTBOX_PROBE_TAG", "--as-root", ROOT_CAPS]
+    for p in _secret_paths():
+        args += ["--secret-path", p]
+    proc = probe(*args, opts=("--user", "root", "--disk", "32m",
+                              "--env", "AGENTBOX_PROBE_TAG=1"), timeout=600)
+    results = _assert_probes_ok(proc)
+    by_id = {r["id"]: r for r in results}
+    for pid in ("R3", "R4"):
+        assert by_id[pid]["status"] == "ok", by_id[pid]
+    assert "leave-root=for-good" in by_id["E2"]["observed"], by_id["E2"]
+
+
 def test_probes_fail_outside_a_sandbox():
     """The probes can fail: on the bare host (root, no filter) they must."""
     if os.geteuid() != 0:

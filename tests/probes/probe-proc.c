@@ -258,12 +258,15 @@ void probe_E1(void)
 		return;
 	}
 	static const char *const caps[] = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"};
+	/* as root: exactly the chosen caps permitted, effective and bounding */
+	static const bool root_has[] = {false, true, true, true, false};
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
 		if (!status_field(st, caps[i], v, sizeof(v))) {
 			check(false, "%s=missing", caps[i]);
 			continue;
 		}
-		check(strspn(v, "0") == strlen(v), "%s=%s", caps[i], v);
+		uint64_t want = opt.as_root && root_has[i] ? opt.root_caps : 0;
+		check(strtoull(v, NULL, 16) == want && strlen(v) == 16, "%s=%s", caps[i], v);
 	}
 	check(status_field(st, "NoNewPrivs", v, sizeof(v)) && strcmp(v, "1") == 0, "NoNewPrivs=%s",
 	      status_field(st, "NoNewPrivs", v, sizeof(v)) ? v : "?");
@@ -271,10 +274,11 @@ void probe_E1(void)
 	      status_field(st, "Seccomp", v, sizeof(v)) ? v : "?");
 	if (status_field(st, "Seccomp_filters", v, sizeof(v)))
 		obs("filters=%s", v);
+	const char *ids = opt.as_root ? "0\t0\t0\t0" : "1000\t1000\t1000\t1000";
 	if (status_field(st, "Uid", v, sizeof(v)))
-		check(strncmp(v, "1000\t1000\t1000\t1000", 19) == 0, "Uid=%.19s", v);
+		check(strncmp(v, ids, strlen(ids)) == 0, "Uid=%.19s", v);
 	if (status_field(st, "Gid", v, sizeof(v)))
-		check(strncmp(v, "1000\t1000\t1000\t1000", 19) == 0, "Gid=%.19s", v);
+		check(strncmp(v, ids, strlen(ids)) == 0, "Gid=%.19s", v);
 	if (status_field(st, "Groups", v, sizeof(v)))
 		obs("Groups=%s", v[0] ? v : "none");
 	int sb = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
@@ -324,15 +328,48 @@ static int write_file_err(const char *path, const char *s)
 	return e;
 }
 
+static void probe_E2_common(void);
+
+/* As root: once another uid, no way back, and no capability left. */
+static int leave_root(void *arg)
+{
+	(void)arg;
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 1000, 1000, 1000) < 0 ||
+	    syscall(SYS_setresuid, 1000, 1000, 1000) < 0)
+		return 1;
+	if (syscall(SYS_setuid, 0) == 0 || errno != EPERM)
+		return 2;
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0 || data[0].effective || data[0].permitted ||
+	    data[1].effective || data[1].permitted)
+		return 3;
+	return 0;
+}
+
 void probe_E2(void)
 {
-	/* 0 unmapped in our namespace gives EINVAL, mapped but forbidden EPERM. */
-	expect_err("setuid(0)", ERR(syscall(SYS_setuid, 0)), "EPERM|EINVAL");
-	expect_err("setresuid(0)", ERR(syscall(SYS_setresuid, 0, 0, 0)), "EPERM|EINVAL");
-	expect_err("setgid(0)", ERR(syscall(SYS_setgid, 0)), "EPERM|EINVAL");
-	expect_err("setresgid(0)", ERR(syscall(SYS_setresgid, 0, 0, 0)), "EPERM|EINVAL");
-	expect_err("setgroups", ERR(syscall(SYS_setgroups, 0, NULL)), "EPERM");
+	if (opt.as_root) {
+		int r = in_child(leave_root, NULL);
+		check(r == 0, "leave-root=%s",
+		      r == 0   ? "for-good"
+		      : r == 1 ? "cannot-switch"
+		      : r == 2 ? "came-back"
+			       : "caps-kept");
+	} else {
+		/* 0 unmapped in our namespace gives EINVAL, mapped but forbidden EPERM. */
+		expect_err("setuid(0)", ERR(syscall(SYS_setuid, 0)), "EPERM|EINVAL");
+		expect_err("setresuid(0)", ERR(syscall(SYS_setresuid, 0, 0, 0)), "EPERM|EINVAL");
+		expect_err("setgid(0)", ERR(syscall(SYS_setgid, 0)), "EPERM|EINVAL");
+		expect_err("setresgid(0)", ERR(syscall(SYS_setresgid, 0, 0, 0)), "EPERM|EINVAL");
+		expect_err("setgroups", ERR(syscall(SYS_setgroups, 0, NULL)), "EPERM");
+	}
+	probe_E2_common();
+}
 
+/* Both modes: no capability beyond ours, no securebits change, no id map. */
+static void probe_E2_common(void)
+{
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof(data));
@@ -408,8 +445,12 @@ static void exec_setuid(const char *path)
 	waitpid(pid, NULL, 0);
 	unsigned long r = 0, eu = 0, su = 0;
 	bool parsed = sscanf(uid, "%lu %lu %lu", &r, &eu, &su) == 3;
+	/* as root (--as-root), no more than root's own caps */
+	uint64_t caps_had = opt.as_root ? opt.root_caps : 0;
+	char *end;
+	uint64_t caps = strtoull(cap, &end, 16);
 	bool gained = !parsed || eu != (unsigned long)geteuid() || su != (unsigned long)geteuid() ||
-		      strspn(cap, "0") != strlen(cap);
+		      end == cap || *end != '\0' || caps != caps_had;
 	check(!gained, "exec:%s(%s)=euid:%lu,CapEff:%s", path, name, eu, cap);
 }
 

@@ -293,14 +293,31 @@ int count_pids(void)
 	return n;
 }
 
+/* Does our uid 0 stand for the host's root (uid_map "0 0 ...")? */
+static bool root_is_host_root(void)
+{
+	char map[4096];
+	unsigned long in, out, count;
+	if (slurp("/proc/self/uid_map", map, sizeof(map)) < 0)
+		return true;
+	for (char *line = map; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (sscanf(line, "%lu %lu %lu", &in, &out, &count) == 3 && in == 0 && out != 0)
+			return false;
+	return true;
+}
+
 bool privileged_host(void)
 {
 	char st[4096], v[64];
-	if (geteuid() == 0)
-		return true;
 	if (slurp("/proc/self/status", st, sizeof(st)) < 0)
 		return true; /* cannot tell: assume the worst */
 	if (!status_field(st, "CapEff", v, sizeof(v)))
+		return true;
+	/* --as-root: root, but of a namespace of its own and with only its caps */
+	if (opt.as_root)
+		return strtoull(v, NULL, 16) != opt.root_caps || root_is_host_root();
+	if (geteuid() == 0)
 		return true;
 	return strspn(v, "0") != strlen(v);
 }
@@ -432,7 +449,7 @@ static void usage(FILE *f)
 {
 	fputs("usage: agentbox-probe [--json] [--secret-path P]... [--allow-env NAME]...\n"
 	      "                      [--allow-mount DIR]... [--fill-max SIZE]\n"
-	      "                      [--plant-name NAME] [ID...]\n"
+	      "                      [--plant-name NAME] [--as-root CAPS] [ID...]\n"
 	      "       agentbox-probe plant [DIR-OR-NAME]\n"
 	      "       agentbox-probe fill PATH\n"
 	      "       agentbox-probe --list\n",
@@ -480,7 +497,7 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "--secret-path") == 0 || strcmp(a, "--allow-env") == 0 ||
 			   strcmp(a, "--allow-mount") == 0 || strcmp(a, "--fill-max") == 0 ||
-			   strcmp(a, "--plant-name") == 0) {
+			   strcmp(a, "--plant-name") == 0 || strcmp(a, "--as-root") == 0) {
 			if (!val || !*val) {
 				fprintf(stderr, "agentbox-probe: %s needs a value\n", a);
 				return 2;
@@ -495,7 +512,17 @@ int main(int argc, char **argv)
 				rc = add_list(opt.allow_mounts, &opt.nallow_mounts, val, a);
 			else if (strcmp(a, "--plant-name") == 0)
 				opt.plant_name = val;
-			else if (parse_size(val, &opt.fill_max) < 0) {
+			else if (strcmp(a, "--as-root") == 0) {
+				char *end;
+				errno = 0;
+				opt.root_caps = strtoull(val, &end, 16);
+				opt.as_root = true;
+				if (errno || *end) {
+					fprintf(stderr,
+						"agentbox-probe: --as-root: bad caps '%s'\n", val);
+					return 2;
+				}
+			} else if (parse_size(val, &opt.fill_max) < 0) {
 				fprintf(stderr, "agentbox-probe: --fill-max: bad size '%s'\n", val);
 				return 2;
 			}

@@ -38,6 +38,13 @@ struct probe_options {
 	uint64_t fill_max;	/* R3/R4: never write more than this */
 	const char *plant_name; /* name of planted objects (default agentbox-plant) */
 	bool json;
+	/*
+	 * --as-root CAPS: the sandbox runs its command as root of its user
+	 * namespace (agentbox run --user root) with exactly CAPS (hex, as
+	 * /proc/self/status shows them); E1 and E2 check that mode instead.
+	 */
+	bool as_root;
+	uint64_t root_caps;
 };
 
 extern struct probe_options opt;
@@ -116,7 +123,11 @@ const char *status_field(const char *status, const char *key, char *out, size_t 
 /* Number of numeric entries in /proc, or -errno. */
 int count_pids(void);
 
-/* True when we are plainly not confined: euid 0 with capabilities. */
+/*
+ * True when we are plainly not confined: euid 0 with capabilities; with
+ * --as-root, capabilities other than exactly root_caps, or a uid 0 that
+ * is the host's (uid_map).
+ */
 bool privileged_host(void);
 
 /*

@@ -21,7 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/unpack.h"
 #include "runtime/spec.h"
+#include "runtime/uidrange.h"
 
 static char scratch[64];       /* the group's scratch directory */
 static char scratch_dir[128];  /* scratch/dir: a directory */
@@ -427,6 +429,41 @@ static void test_rootfs(void **state)
 	expect_valid(&s);
 }
 
+/* ---- image tree and user ------------------------------------------------ */
+
+/* The image store's host ids are the range the runtime maps from. */
+_Static_assert(UIDRANGE_IMAGE_BASE == IMAGE_ID_BASE, "image ids: one base");
+_Static_assert(UIDRANGE_SIZE == IMAGE_ID_MAX + 1u, "image ids: one size");
+
+static void test_image_tree(void **state)
+{
+	(void)state;
+	struct spec s;
+	good_spec(&s);
+	s.image_tree = scratch_none;
+	expect_invalid(&s, ENOENT, "--image-tree");
+	s.image_tree = scratch_file;
+	expect_invalid(&s, ENOTDIR, "--image-tree");
+	s.image_tree = "relative/dir";
+	expect_invalid(&s, EINVAL, "--image-tree");
+	s.image_tree = scratch_dir;
+	expect_valid(&s);
+	s.rootfs = scratch_dir; /* one root or the other */
+	expect_invalid(&s, EINVAL, "--image-tree");
+}
+
+static void test_user(void **state)
+{
+	(void)state;
+	struct spec s;
+	good_spec(&s);
+	assert_int_equal(s.user, SPEC_USER_SANDBOX);
+	s.user = SPEC_USER_ROOT;
+	expect_valid(&s);
+	s.user = (enum spec_user)7;
+	expect_invalid(&s, EINVAL, "--user");
+}
+
 /* ---- env --------------------------------------------------------------- */
 
 static void expect_env_invalid(const char *kv, int code)
@@ -811,6 +848,8 @@ int main(void)
 	    cmocka_unit_test(test_workdir_shape),
 	    cmocka_unit_test(test_workdir_too_long),
 	    cmocka_unit_test(test_workdir_reserved),
+	    cmocka_unit_test(test_image_tree),
+	    cmocka_unit_test(test_user),
 	    cmocka_unit_test(test_workdir_double_slash_is_root),
 	    cmocka_unit_test(test_workdir_empty_component),
 	    cmocka_unit_test(test_workdir_reserved_behind_double_slash),

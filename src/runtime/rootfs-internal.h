@@ -1,0 +1,36 @@
+/*
+ * rootfs-internal.h - the image root's half of rootfs.c (rootfs-image.c),
+ * and what both halves share. Runs in init, as root of its namespaces.
+ */
+#ifndef AGENTBOX_RUNTIME_ROOTFS_INTERNAL_H
+#define AGENTBOX_RUNTIME_ROOTFS_INTERNAL_H
+
+#include "base/error.h"
+#include "runtime/launch-internal.h"
+
+/* The /etc files that are always the sandbox's own, whatever the root. */
+#define ROOTFS_ETC_HOSTS    "127.0.0.1\tlocalhost " SANDBOX_HOSTNAME "\n::1\tlocalhost\n"
+#define ROOTFS_ETC_HOSTNAME SANDBOX_HOSTNAME "\n"
+/* answered outside, for a sandbox with a network; unreachable without one */
+#define ROOTFS_ETC_RESOLV "nameserver " SANDBOX_RESOLVER "\noptions edns0\n"
+
+/*
+ * With the data tmpfs mounted at data_dfd (the --disk one), make the
+ * image root's overlay: the launcher's id-mapped tree (*image_fd, which
+ * is consumed) as its lower layer, its upper and work directories in that
+ * tmpfs. Changes the cwd. *ret_root: the overlay, detached, nosuid and
+ * nodev, for the caller to attach. 0 or -errno.
+ */
+int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, struct error *err);
+
+/*
+ * With the overlay as the cwd, before anything is mounted in it: every
+ * directory a mount goes on (dev, proc, tmp, the workdir, the volumes'
+ * targets) and /etc made a real directory (a symlink or file of the image
+ * in their way is removed, in the upper layer: an image cannot send a
+ * mount or a write out of its root), and /etc's hosts, hostname and
+ * resolv.conf written over the image's.
+ */
+int rootfs_image_prepare(const struct launch_ctx *ctx, struct error *err);
+
+#endif
