@@ -6,6 +6,7 @@ ids), ls, inspect, rm and prune; a blob that is not what its manifest
 says is refused with its error and leaves nothing; an archive announced
 past IMAGE_IMPORT_MAX is refused before its body.
 """
+import fcntl
 import hashlib
 import io
 import json
@@ -165,6 +166,28 @@ def test_import_ls_inspect_rm_prune(daemon, tmp_path):
     assert len(shown["layers"]) == 1
     by_digest = json.loads(image(d, "inspect", shown["digest"]).stdout)
     assert by_digest["name"] == "it/saved:2"
+
+    # in use (the runtime's protocol, store.h: a shared flock on the tree's
+    # directory, held by another process): rm is refused, and nothing changes
+    tree = str(d.state / "images" / "trees" / saved_cfg)
+    holder = subprocess.Popen(["flock", "--shared", "--no-fork", tree, "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until flock(1) holds it
+            fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                break
+            finally:
+                os.close(fd)
+            time.sleep(0.02)
+        busy = image(d, "rm", "it/saved:2", check=False)
+        assert busy.returncode == 125 and "(image_in_use)" in busy.stderr, busy.stderr
+        assert (d.state / "images" / "trees" / saved_cfg / "etc" / "who").exists()
+    finally:
+        holder.kill()
+        holder.wait()
 
     # rm: by name; what is gone is not_found
     assert image(d, "rm", "it/saved:2").stdout == "it/saved:2\n"
