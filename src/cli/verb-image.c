@@ -18,8 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 /* Bytes of an image's reference we send (agentboxd checks it: image/oci.h). */
 #define IMAGE_REF_ARG_MAX 255
@@ -133,15 +137,16 @@ static int print_json(const char *verb, const json_t *v)
 /* ---- import ------------------------------------------------------------------ */
 
 static const char import_help[] =
-    "usage: agentbox image import [OPTIONS] FILE\n"
+    "usage: agentbox image import [OPTIONS] FILE|DIR\n"
     "\n"
     "Send FILE to agentboxd and import the image in it, printing its name or,\n"
     "unnamed, its digest. FILE is a tar (plain, gzip or zstd) of an OCI image\n"
     "layout (oci-layout, index.json, blobs/), or a `docker save` archive. Of an\n"
     "index with several images, the linux/amd64 one is taken. Every blob's\n"
     "digest and size is checked against what its manifest says; a mismatch is\n"
-    "refused (invalid_image) and nothing of the image is kept. A directory\n"
-    "holding a layout is sent as a tar of it: tar -C DIR -cf FILE . first.\n"
+    "refused (invalid_image) and nothing of the image is kept. FILE may be a\n"
+    "directory holding a layout: it is sent as a tar of it, which tar(1) makes\n"
+    "into an unnamed temporary file in $TMPDIR (default /tmp) first.\n"
     "\n"
     "options:\n"
     "  --name REF      the name to give it (default: the archive's own, if it\n"
@@ -172,6 +177,42 @@ static ssize_t read_piece(void *data, char *buf, size_t size, struct error *err)
 	return n;
 }
 
+/*
+ * A tar of directory dir in an unnamed temporary file, made by tar(1)
+ * (Debian's essential tar: agentbox is linked statically and carries no
+ * tar writer of its own): its fd, at offset 0, into *ret_fd.
+ */
+static int tar_directory(const char *verb, const char *dir, int *ret_fd)
+{
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	_cleanup_close_ int fd = open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cli_fail("%s: a temporary file in %s: %s", verb, tmp, strerror(errno));
+	char *const args[] = {
+	    "tar", "--format=posix", "--numeric-owner", "-C", (char *)dir, "-cf", "-", ".", NULL};
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fd, STDOUT_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	pid_t pid;
+	int e = posix_spawnp(&pid, "tar", &fa, NULL, args, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (e != 0)
+		return cli_fail("%s: cannot run tar to send %s: %s", verb, dir, strerror(e));
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return cli_fail("%s: waiting for tar: %s", verb, strerror(errno));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return cli_fail("%s: tar of %s failed (its message is above)", verb, dir);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return cli_fail("%s: %s", verb, strerror(errno));
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 static int image_import(int argc, char **argv)
 {
 	const char *verb = "image import";
@@ -180,7 +221,7 @@ static int image_import(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 1)
-		return cli_fail("%s: give one FILE (see agentbox %s --help)", verb, verb);
+		return cli_fail("%s: give one FILE or DIR (see agentbox %s --help)", verb, verb);
 	const char *file = argv[optind];
 	if (o.name && (rc = check_ref(verb, o.name)) != 0)
 		return rc;
@@ -188,10 +229,13 @@ static int image_import(int argc, char **argv)
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return cli_fail("%s: %s: %s", verb, file, strerror(errno));
-	if (S_ISDIR(st.st_mode))
-		return cli_fail("%s: %s is a directory: send a tar of it (tar -C %s -cf "
-				"image.tar .)",
-				verb, file, file);
+	if (S_ISDIR(st.st_mode)) {
+		CLOSE_FD(fd);
+		if ((rc = tar_directory(verb, file, &fd)) != 0)
+			return rc;
+		if (fstat(fd, &st) < 0)
+			return cli_fail("%s: %s", verb, strerror(errno));
+	}
 	if (!S_ISREG(st.st_mode) || st.st_size == 0)
 		return cli_fail("%s: %s is not a regular file with something in it", verb, file);
 	char target[CLIENT_TARGET_MAX];

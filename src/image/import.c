@@ -461,6 +461,9 @@ static int import_run(struct import *imp, const char *path, const char *name,
 		if (r == 0 && !imp->tree_new[0])
 			info->unpacked = tree_bytes(imp->s, m.config.digest);
 	}
+	/* the blobs' and the tree's names are durable before a ref names them */
+	if (r == 0 && (fsync(imp->blobsfd) < 0 || fsync(imp->treesfd) < 0))
+		r = error_set_errno(err, errno, "fsync of the store's directories");
 	if (r == 0)
 		r = import_ref(imp, info, err);
 	image_manifest_release(&m);

@@ -214,7 +214,13 @@ static int source_read_archive(struct source *src, int fd, struct error *err)
 	}
 	struct archive_entry *e;
 	int ar;
+	size_t headers = 0;
 	while (r == 0 && (ar = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		if (++headers > IMAGE_ARCHIVE_ENTRIES_MAX) {
+			r = error_set(err, E2BIG, "the archive has more than %d entries",
+				      IMAGE_ARCHIVE_ENTRIES_MAX);
+			break;
+		}
 		const char *raw = archive_entry_pathname(e);
 		char path[IMAGE_ARCHIVE_PATH_MAX], target[IMAGE_ARCHIVE_PATH_MAX];
 		if (!raw || strlen(raw) >= IMAGE_ARCHIVE_PATH_MAX) {

@@ -220,9 +220,19 @@ def test_bad_digest_refused_and_nothing_left(daemon, tmp_path):
     assert image(d, "ls", "-q").stdout == ""
     for sub in ("trees", "blobs/sha256", "tmp"):
         assert entries(d, sub) == [], sub
-    # a directory is refused by the command, with what to do instead
-    proc = image(d, "import", str(tmp_path), check=False)
-    assert proc.returncode == 125 and "tar -C" in proc.stderr
+    # a layout directory is sent as a tar of it
+    layout_dir = tmp_path / "layout"
+    layout_dir.mkdir()
+    good, cfg = oci_layout("from-dir")
+    with tarfile.open(fileobj=io.BytesIO(good)) as t:
+        t.extractall(layout_dir)
+    assert image(d, "import", str(layout_dir), "--name", "it/dir").stdout == "it/dir:latest\n"
+    assert (d.state / "images" / "trees" / cfg / "etc" / "who").read_text() == "from-dir"
+    # a directory that is no layout: refused, nothing left
+    (tmp_path / "empty").mkdir()
+    proc = image(d, "import", str(tmp_path / "empty"), check=False)
+    assert proc.returncode == 125 and "(invalid_image)" in proc.stderr
+    assert entries(d, "tmp") == [] and entries(d, "trees") == [cfg]
 
 
 def test_import_over_the_limit_refused_before_its_body(daemon):
