@@ -474,10 +474,12 @@ bool api_upload_write(struct api_upload *u, const char *data, size_t len);
 
 /*
  * The body's length, when the client announced it (Content-Length),
- * before any of it is read: false when the upload is refused already
- * because it is larger than its route takes (413); the server then
- * answers at once (api_upload_end()) and closes the connection, instead
- * of reading gigabytes to drop them.
+ * before any of it is read: false when an image's archive is refused
+ * already because it is larger than the import takes (413); the server
+ * then answers at once (api_upload_end()) and closes the connection,
+ * instead of reading gigabytes to drop them. (A file past API_FILE_MAX
+ * is read and dropped, then answered, as clients that send a whole body
+ * before they read expect.)
  */
 bool api_upload_expect(struct api_upload *u, uint64_t len);
 
