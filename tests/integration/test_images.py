@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 import time
@@ -249,3 +250,25 @@ def test_import_over_the_limit_refused_before_its_body(daemon):
     assert body["error"]["code"] == "body_too_large"
     assert time.monotonic() - start < 10
     assert entries(daemon, "tmp") == []
+
+
+@pytest.mark.skipif(not shutil.which("skopeo"), reason="skopeo is not installed (scripts/install-deps)")
+def test_skopeo_reads_the_store_and_its_archives_import(daemon, tmp_path):
+    """The store is an OCI layout a real tool reads; what that tool writes (an
+    oci-archive, its layers gzipped) imports."""
+    d = daemon
+    layout, _ = oci_layout("sk")
+    image(d, "import", write(tmp_path, "sk.tar", layout), "--name", "it/sk:1")
+    store = d.state / "images"
+    shown = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{store}:it/sk:1"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert shown["Env"] == ["PATH=/usr/bin:/bin", "WHO=sk"]
+    assert shown["Digest"] == json.loads(image(d, "inspect", "it/sk:1").stdout)["digest"]
+
+    archive = tmp_path / "copy.tar"
+    subprocess.run(["skopeo", "copy", "-q", f"oci:{store}:it/sk:1",
+                    f"oci-archive:{archive}:it/copy:1"], check=True, timeout=120)
+    assert image(d, "import", str(archive)).stdout == "it/copy:1\n"  # its ref.name
+    copied = json.loads(image(d, "inspect", "it/copy:1").stdout)
+    tree = store / "trees" / copied["config_digest"].split(":")[1]
+    assert (tree / "etc" / "who").read_text() == "sk"
