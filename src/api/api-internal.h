@@ -71,6 +71,7 @@ struct api_call {
 	char id[TASK_ID_SIZE];	     /* the path's {id}, well-formed; "" on routes without one */
 	char name[TENANT_NAME_SIZE]; /* a tenant's or key's route: its name or id, well-formed */
 	long pid;		     /* the path's {pid}, or -1 */
+	char ref[IMAGE_REF_MAX];     /* an image's route: its {ref}, well-formed; "" */
 	struct api_principal who;    /* who asks (auth.c); zero on a public route */
 	bool authenticated;	     /* who is filled: auth passed */
 	struct api_refusal refusal;  /* auth refused: why (401) */
@@ -150,6 +151,28 @@ int api_process_kill(struct api_call *c);
 int api_files_get(struct api_call *c); /* sandbox-files.c */
 int api_files_put(struct api_call *c); /* never: api_upload_begin() serves it */
 int api_files_delete(struct api_call *c);
+
+/* ---- images (images.c) ------------------------------------------------------ */
+
+int api_images_list(struct api_call *c);
+int api_images_import(struct api_call *c); /* never: api_upload_begin() serves it */
+int api_images_prune(struct api_call *c);
+int api_image_get(struct api_call *c);
+int api_image_delete(struct api_call *c);
+/* The largest archive an import takes (api_ctx.image_import_max, or IMAGE_IMPORT_MAX). */
+uint64_t api_image_import_max(const struct api_ctx *ctx);
+/*
+ * An import's upload begins: its ?name= checked (normalized into name),
+ * a temporary file of the store made (path, *ret_fd). 0, or an API error.
+ */
+int api_image_upload_open(struct api_call *c, char *path, size_t size, int *ret_fd, char *name,
+			  size_t name_size);
+/*
+ * The archive at path is whole: import it (name "" = the archive's own),
+ * remove the file, answer 201 with the image into *ret, or an API error in e.
+ */
+int api_image_upload_finish(struct image_store *s, const char *path, const char *name,
+			    struct api_response *ret, struct api_error *e);
 
 /* ---- the audit log (audit.c) --------------------------------------------- */
 

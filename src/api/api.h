@@ -42,6 +42,7 @@
 #include "core/task.h"
 #include "core/tenant.h"
 #include "fleet/fleet.h"
+#include "image/store.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -138,6 +139,12 @@ enum api_route_id {
 	API_ROUTE_ME,
 	/* the audit log (audit.c): admins only */
 	API_ROUTE_AUDIT,
+	/* images (images.c): any principal reads, an admin changes */
+	API_ROUTE_IMAGES_LIST,
+	API_ROUTE_IMAGES_IMPORT,
+	API_ROUTE_IMAGES_PRUNE,
+	API_ROUTE_IMAGE_GET,
+	API_ROUTE_IMAGE_DELETE,
 	API_ROUTE_COUNT
 };
 
@@ -338,6 +345,10 @@ struct api_ctx {
 	 * "secrets"). NULL: this daemon takes no secrets (503).
 	 */
 	int (*secrets_ready)(void *data, struct error *err);
+	/* The image store (image/store.h): NULL = none (the image routes answer 500). */
+	struct image_store *images;
+	/* The largest archive POST /v1/images/import takes; 0 = IMAGE_IMPORT_MAX. */
+	uint64_t image_import_max;
 	/* Called after a task was stored as queued (wake the scheduler). */
 	void (*task_submitted)(void *data);
 	/* Called when a running task was asked to cancel (the scheduler kills it). */
@@ -416,8 +427,10 @@ int api_error_response(struct api_response *ret, enum api_error_code code, const
 
 /* ---- routes ------------------------------------------------------------ */
 
-#define API_ROUTE_PUBLIC   0x1u /* no auth at all */
-#define API_ROUTE_RAW_BODY 0x2u /* a raw body of up to API_FILE_MAX, streamed (api_upload_*) */
+#define API_ROUTE_PUBLIC 0x1u /* no auth at all */
+/* a raw body, streamed (api_upload_*): up to API_FILE_MAX (a file), or
+ * api_ctx.image_import_max (an image's archive) */
+#define API_ROUTE_RAW_BODY 0x2u
 
 struct api_route {
 	enum api_route_id id;
@@ -499,7 +512,19 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
 bool api_upload_write(struct api_upload *u, const char *data, size_t len);
 
 /*
- * The body is complete: rename (or remove) the file; *ret is the answer
+ * The body's length, when the client announced it (Content-Length),
+ * before any of it is read: false when an image's archive is refused
+ * already because it is larger than the import takes (413); the server
+ * then answers at once (api_upload_end()) and closes the connection,
+ * instead of reading gigabytes to drop them. (A file past API_FILE_MAX
+ * is read and dropped, then answered, as clients that send a whole body
+ * before they read expect.)
+ */
+bool api_upload_expect(struct api_upload *u, uint64_t len);
+
+/*
+ * The body is complete: rename (or remove) the file (an image's archive:
+ * import it, which can take minutes: the server stops its clock); *ret is the answer
  * (release it). The upload's audit row goes to st (NULL: it is not
  * recorded, and ret->audit says so).
  */

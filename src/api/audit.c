@@ -42,6 +42,8 @@ static const char *target_of(const struct api_call *c, const struct api_match *m
 {
 	if (c->id[0])
 		return c->id; /* a task's or sandbox's, checked (or made) */
+	if (c->ref[0])
+		return c->ref; /* an image's, checked (cut to the row's size) */
 	if (!c->name[0] || !m || !m->route)
 		return NULL;
 	switch (m->route->id) {

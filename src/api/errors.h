@@ -52,6 +52,9 @@ enum api_error_code {
 	API_ERR_NETWORK_UNAVAILABLE, /* 503: the host could not give a sandbox its network */
 	API_ERR_QUOTA_EXCEEDED,	     /* 429: past one of the tenant's quotas (extra names it) */
 	API_ERR_RATE_LIMITED,	     /* 429: over a key's rate, or a source's failed auths */
+	/* images */
+	API_ERR_INVALID_IMAGE, /* 400: an import that is malformed, past a limit or not verified */
+	API_ERR_IMAGE_IN_USE,  /* 409: a sandbox or task uses the image */
 	API_ERR_COUNT
 };
 

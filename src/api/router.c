@@ -59,6 +59,11 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_KEY_REVOKE, "DELETE", "/v1/keys/{id}", ROUTE_ADMIN},
     {API_ROUTE_ME, "GET", "/v1/me", 0},
     {API_ROUTE_AUDIT, "GET", "/v1/audit", ROUTE_ADMIN},
+    {API_ROUTE_IMAGES_LIST, "GET", "/v1/images", 0},
+    {API_ROUTE_IMAGES_IMPORT, "POST", "/v1/images/import", ROUTE_ADMIN | API_ROUTE_RAW_BODY},
+    {API_ROUTE_IMAGES_PRUNE, "POST", "/v1/images/prune", ROUTE_ADMIN},
+    {API_ROUTE_IMAGE_GET, "GET", "/v1/images/{ref}", 0},
+    {API_ROUTE_IMAGE_DELETE, "DELETE", "/v1/images/{ref}", ROUTE_ADMIN},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -94,6 +99,11 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_KEY_REVOKE] = api_key_revoke,
     [API_ROUTE_ME] = api_me,
     [API_ROUTE_AUDIT] = api_audit_list,
+    [API_ROUTE_IMAGES_LIST] = api_images_list,
+    [API_ROUTE_IMAGES_IMPORT] = api_images_import,
+    [API_ROUTE_IMAGES_PRUNE] = api_images_prune,
+    [API_ROUTE_IMAGE_GET] = api_image_get,
+    [API_ROUTE_IMAGE_DELETE] = api_image_delete,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};
@@ -102,14 +112,16 @@ static const char *const params_events[] = {"after", "limit", NULL};
 static const char *const params_logs[] = {"follow", NULL};
 static const char *const params_files_get[] = {"path", "list", NULL};
 static const char *const params_files[] = {"path", NULL};
+static const char *const params_import[] = {"name", NULL};
 static const char *const params_audit[] = {"tenant", "since", "until", "route",
 					   "limit",  "after", NULL};
 const char *const *const api_route_params[API_ROUTE_COUNT] = {
-    [API_ROUTE_TASKS_LIST] = params_list,     [API_ROUTE_TASK_EVENTS] = params_events,
-    [API_ROUTE_TASK_LOGS] = params_logs,      [API_ROUTE_SANDBOXES_LIST] = params_list,
-    [API_ROUTE_PROCESS_OUTPUT] = params_logs, [API_ROUTE_FILES_GET] = params_files_get,
-    [API_ROUTE_FILES_PUT] = params_files,     [API_ROUTE_FILES_DELETE] = params_files,
-    [API_ROUTE_KEYS_LIST] = params_keys,      [API_ROUTE_AUDIT] = params_audit,
+    [API_ROUTE_TASKS_LIST] = params_list,      [API_ROUTE_TASK_EVENTS] = params_events,
+    [API_ROUTE_TASK_LOGS] = params_logs,       [API_ROUTE_SANDBOXES_LIST] = params_list,
+    [API_ROUTE_PROCESS_OUTPUT] = params_logs,  [API_ROUTE_FILES_GET] = params_files_get,
+    [API_ROUTE_FILES_PUT] = params_files,      [API_ROUTE_FILES_DELETE] = params_files,
+    [API_ROUTE_KEYS_LIST] = params_keys,       [API_ROUTE_AUDIT] = params_audit,
+    [API_ROUTE_IMAGES_IMPORT] = params_import,
 };
 
 const struct api_route *api_routes(size_t *ret_n)
@@ -118,7 +130,11 @@ const struct api_route *api_routes(size_t *ret_n)
 	return routes;
 }
 
-/* Does path fit pattern? A "{id}" segment's match goes to *param. */
+/*
+ * Does path fit pattern? A "{id}" segment's match goes to *param; a
+ * "{ref}", which ends a pattern, matches the rest of the path, slashes
+ * and all (an image's name has them: "library/debian:12").
+ */
 static bool pattern_matches(const char *pattern, const char *path, const char **param,
 			    size_t *param_len, const char **param2, size_t *param2_len)
 {
@@ -129,6 +145,13 @@ static bool pattern_matches(const char *pattern, const char *path, const char **
 		if (*p++ != '/' || *s++ != '/')
 			return false;
 		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
+		if (plen == 5 && memcmp(p, "{ref}", 5) == 0 && p[5] == '\0') {
+			if (slen == 0)
+				return false;
+			*param = s;
+			*param_len = strlen(s);
+			return true;
+		}
 		if (plen == 4 && memcmp(p, "{id}", 4) == 0) {
 			if (slen == 0)
 				return false;
@@ -169,8 +192,12 @@ void api_route_match(const char *method, const char *path, struct api_match *ret
 			snprintf(ret->allow + n, sizeof(ret->allow) - n, "%s%s", n ? ", " : "",
 				 routes[i].method);
 		}
-		if (!ret->route && method && strcmp(method, routes[i].method) == 0)
+		if (!ret->route && method && strcmp(method, routes[i].method) == 0) {
 			ret->route = &routes[i];
+			/* its own {ref}: GET /v1/images/import is an image named "import" */
+			ret->param = param, ret->param_len = param_len;
+			ret->param2 = param2, ret->param2_len = param2_len;
+		}
 	}
 }
 
@@ -248,6 +275,21 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a %s",
 					     key ? "key id: 12 of 0-9 a-z without i, l, o, u"
 						 : "tenant's name: a-z, 0-9 and '-'");
+	} else if (m->param && (id == API_ROUTE_IMAGE_GET || id == API_ROUTE_IMAGE_DELETE)) {
+		char norm[IMAGE_REF_MAX];
+		struct error rerr = {0};
+		if (m->param_len >= sizeof(c->ref))
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL,
+					     "an image's name has at most %d bytes",
+					     IMAGE_REF_MAX - 1);
+		memcpy(c->ref, m->param, m->param_len);
+		c->ref[m->param_len] = '\0';
+		if (!image_digest_is_valid(c->ref) &&
+		    image_ref_normalize(c->ref, norm, sizeof(norm), &rerr) < 0) {
+			c->ref[0] = '\0';
+			return api_error_set(c->err, API_ERR_INVALID_ID, NULL,
+					     "not an image's name or digest: %s", rerr.msg);
+		}
 	} else if (m->param) {
 		bool sbx = API_ROUTE_IS_SANDBOX(m->route->id);
 		const char *what = sbx ? "sandbox" : "task";

@@ -4,7 +4,9 @@
  * to send (or lists the directory it names), PUT sends the body as it
  * arrives to the sandbox's copier, which writes it into a fresh
  * temporary file, and renames that in place (an upload: api.h), DELETE
- * unlinks.
+ * unlinks. The one other upload, an image's archive (POST
+ * /v1/images/import), goes to a temporary file of the image store
+ * instead, and is imported at its end (images.c).
  */
 #include "api/api-internal.h"
 
@@ -160,6 +162,10 @@ int api_files_delete(struct api_call *c)
 /* ---- uploads ------------------------------------------------------------------- */
 
 struct api_upload {
+	bool image;			/* an image's archive (images.c), not a sandbox's file */
+	struct image_store *images;	/* image: the store */
+	char image_name[IMAGE_REF_MAX]; /* image: ?name=, normalized; "" = the archive's */
+	uint64_t max;			/* bytes the body may have */
 	const struct fleet_ops *ops;
 	struct fleet *fleet;
 	struct api_response resp; /* an error found before or during the body */
@@ -265,6 +271,14 @@ static int upload_open(struct api_call *c, void *data)
 	return 0;
 }
 
+/* POST /v1/images/import, as api_upload_begin() runs it: check, then open the temporary file. */
+static int image_upload_open(struct api_call *c, void *data)
+{
+	struct api_upload *u = data;
+	return api_image_upload_open(c, u->temp, sizeof(u->temp), &u->fd, u->image_name,
+				     sizeof(u->image_name));
+}
+
 int api_files_put(struct api_call *c)
 {
 	/* the server streams this body: api_upload_begin() */
@@ -286,10 +300,25 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
 	u->ops = ctx->fleet_ops;
 	u->fleet = ctx->fleet;
 	u->fd = -1;
-	if (api_run_deferred(ctx, req, &u->resp, upload_open, u, &u->audit, &u->begin_code) < 0 ||
+	struct api_match m;
+	api_route_match(req->method, req->path, &m);
+	u->image = m.route && m.route->id == API_ROUTE_IMAGES_IMPORT;
+	u->images = ctx->images;
+	u->max = u->image ? api_image_import_max(ctx) : API_FILE_MAX;
+	if (api_run_deferred(ctx, req, &u->resp, u->image ? image_upload_open : upload_open, u,
+			     &u->audit, &u->begin_code) < 0 ||
 	    u->resp.status)
 		u->failed = true;
 	return u;
+}
+
+bool api_upload_expect(struct api_upload *u, uint64_t len)
+{
+	/* a file past its cap is read and dropped, then answered, as before */
+	if (!u->image || u->failed || len <= u->max)
+		return true;
+	u->too_large = true;
+	return false;
 }
 
 bool api_upload_write(struct api_upload *u, const char *data, size_t len)
@@ -299,8 +328,8 @@ bool api_upload_write(struct api_upload *u, const char *data, size_t len)
 		/* the rest of the body is read and dropped, so that the client,
 		 * which sends it all before it reads, gets the answer; but not
 		 * without end */
-		return u->received <= 2ULL * API_FILE_MAX;
-	if (u->size + len > API_FILE_MAX) {
+		return u->received <= u->max + API_FILE_MAX;
+	if (u->size + len > u->max) {
 		u->too_large = true;
 		return true;
 	}
@@ -330,6 +359,11 @@ static int give_up_temp(struct api_upload *u)
 {
 	if (!u->temp[0])
 		return 0;
+	if (u->image) {
+		(void)unlink(u->temp);
+		u->temp[0] = '\0';
+		return 0;
+	}
 	struct error err = {0};
 	int r = u->ops->unlink(u->fleet, u->id, u->temp, &err);
 	u->temp[0] = '\0';
@@ -343,6 +377,12 @@ static int give_up_temp(struct api_upload *u)
  */
 static int upload_commit(struct api_upload *u, struct api_error *e)
 {
+	if (u->image) {
+		CLOSE_FD(u->fd);
+		int r = api_image_upload_finish(u->images, u->temp, u->image_name, &u->resp, e);
+		u->temp[0] = '\0'; /* removed */
+		return r;
+	}
 	if (u->copier)
 		copier_wait(u->fd);
 	CLOSE_FD(u->fd);
@@ -370,13 +410,23 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 		if (u->too_large) {
 			CLOSE_FD(u->fd);
 			(void)give_up_temp(u);
-			r = api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
-					  "the file is larger than %u bytes", API_FILE_MAX);
+			r = u->image
+				? api_error_set(&e, API_ERR_BODY_TOO_LARGE, NULL,
+						"the archive is larger than %llu bytes",
+						(unsigned long long)u->max)
+				: api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
+						"the file is larger than %u bytes", API_FILE_MAX);
 		} else if (u->write_errno) {
 			CLOSE_FD(u->fd);
 			/* a copier that stalled was frozen, most likely: paused, then */
 			bool paused = give_up_temp(u) == EBUSY;
-			r = upload_error(&e, paused ? EBUSY : u->write_errno, NULL);
+			if (u->image)
+				r = u->write_errno == ENOSPC
+					? api_error_set(&e, API_ERR_NO_SPACE, NULL,
+							"the image store's disk is full")
+					: api_error_internal(&e, u->write_errno, "image upload");
+			else
+				r = upload_error(&e, paused ? EBUSY : u->write_errno, NULL);
 		} else {
 			r = upload_commit(u, &e);
 		}

@@ -38,6 +38,8 @@ int verb_key(int argc, char **argv);
 int verb_whoami(int argc, char **argv);
 /* agentboxd's audit log (admin; verb-audit.c). */
 int verb_audit(int argc, char **argv);
+/* agentboxd's images (verb-image.c): import, ls, inspect, rm, prune. */
+int verb_image(int argc, char **argv);
 
 /*
  * Print "agentbox: <fmt>\n" to stderr and return EXIT_AGENTBOX. The

@@ -45,6 +45,7 @@ static const struct verb verbs[] = {
     {"key", "create, list, revoke API keys (admin)", verb_key},
     {"whoami", "show the tenant and role agentboxd takes us for", verb_whoami},
     {"audit", "show agentboxd's audit log (admin)", verb_audit},
+    {"image", "import, list, inspect, remove images", verb_image},
 };
 
 int cli_fail(const char *fmt, ...)

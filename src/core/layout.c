@@ -22,6 +22,16 @@ int layout_state_file(char *buf, size_t size, const char *state_dir, const char 
 	return path(buf, size, "%s/%s", state_dir, name);
 }
 
+int layout_images_dir(char *buf, size_t size, const char *state_dir)
+{
+	return path(buf, size, "%s/" LAYOUT_IMAGES, state_dir);
+}
+
+int layout_image_tree(char *buf, size_t size, const char *state_dir, const char *hex)
+{
+	return path(buf, size, "%s/" LAYOUT_IMAGES "/" LAYOUT_IMAGE_TREES "/%s", state_dir, hex);
+}
+
 int layout_task_dir(char *buf, size_t size, const char *state_dir, const char *id)
 {
 	return path(buf, size, "%s/" LAYOUT_TASKS "/%s", state_dir, id);

@@ -29,6 +29,13 @@
  *                                           its shim has read them
  *       end.json                            how it ended (the shim)
  *       procs/<pid>.out, .err, .json        a command's output and exit record
+ *   <state>/images/                         the image store (image/store.h), an
+ *                                           OCI image layout:
+ *       oci-layout, index.json              the layout's marker; the refs
+ *       blobs/sha256/<hex>                  manifests, configs, layers
+ *       trees/<config hex>/                 one image unpacked, read-only
+ *       tmp/                                imports in progress
+ *       lock                                the store's lock
  *
  * Every function writes a NUL-terminated path into buf[0..size) and
  * returns 0, or -ENAMETOOLONG when it does not fit (buf then holds a
@@ -48,6 +55,19 @@
 #define LAYOUT_TOKEN	   "token"
 #define LAYOUT_TASKS	   "tasks"
 #define LAYOUT_SANDBOXES   "sandboxes"
+
+#define LAYOUT_IMAGES "images"
+
+/* Names in the image store's directory (<state>/images). */
+#define LAYOUT_IMAGE_OCI_LAYOUT "oci-layout"
+#define LAYOUT_IMAGE_INDEX	"index.json"
+#define LAYOUT_IMAGE_BLOBS	"blobs"
+#define LAYOUT_IMAGE_SHA256	"sha256" /* in blobs/ */
+#define LAYOUT_IMAGE_TREES	"trees"
+#define LAYOUT_IMAGE_TMP	"tmp"
+#define LAYOUT_IMAGE_LOCK	"lock"
+/* in trees/: a tree being built, or being removed */
+#define LAYOUT_IMAGE_TREE_TEMP_PREFIX ".tmp-"
 
 /* Names in a task's directory. */
 #define LAYOUT_TASK_STATE	"state" /* a directory: tasks older than images */
@@ -87,6 +107,12 @@
 
 /* <state>/<name>: a file directly under the state directory. */
 int layout_state_file(char *buf, size_t size, const char *state_dir, const char *name);
+
+/* <state>/images */
+int layout_images_dir(char *buf, size_t size, const char *state_dir);
+
+/* <state>/images/trees/<hex>: the tree of the image whose config's digest has hex. */
+int layout_image_tree(char *buf, size_t size, const char *state_dir, const char *hex);
 
 /* <state>/tasks/<id> */
 int layout_task_dir(char *buf, size_t size, const char *state_dir, const char *id);

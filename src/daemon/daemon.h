@@ -157,9 +157,10 @@ struct daemon {
 	struct daemon_config cfg;
 	struct store_pool pool;
 	char db_path[4096];
-	int wake_fd;	     /* eventfd: the scheduler's doorbell */
-	struct fleet *fleet; /* the interactive sandboxes (fleet/fleet.h) */
-	struct sched *sched; /* the scheduler, driven by its own thread */
+	int wake_fd;		    /* eventfd: the scheduler's doorbell */
+	struct fleet *fleet;	    /* the interactive sandboxes (fleet/fleet.h) */
+	struct image_store *images; /* the image store (image/store.h) */
+	struct sched *sched;	    /* the scheduler, driven by its own thread */
 	volatile int stopping;
 	atomic_size_t bodies; /* bytes of request bodies held now (DAEMON_BODIES_MAX_MB) */
 	struct api_rate rate; /* its tables: daemon_rate_start() */

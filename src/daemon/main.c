@@ -28,6 +28,7 @@
 #include "base/parse.h"
 #include "core/layout.h"
 #include "core/limits.h"
+#include "image/store.h"
 #include "sched/sched.h"
 
 #include <arpa/inet.h>
@@ -664,7 +665,8 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 				  .memory_max = d->cfg.sandbox_memory_max,
 				  .log = log_line};
 	if ((r = fleet_new(&fc, &d->fleet, err)) < 0 ||
-	    (r = fleet_recover(d->fleet, run->sched_store, err)) < 0)
+	    (r = fleet_recover(d->fleet, run->sched_store, err)) < 0 ||
+	    (r = image_store_open(d->cfg.state_dir, &d->images, err)) < 0)
 		return r;
 	/* after the fleet: tasks' memory counts against the sandboxes' total */
 	struct sched_config sc = {.state_dir = d->cfg.state_dir,
@@ -741,6 +743,7 @@ static void stop(struct daemon *d, struct run *run)
 	if (run->sched_started)
 		pthread_join(run->sched_tid, NULL);
 	fleet_free(d->fleet); /* sandboxes go on under their shims */
+	image_store_free(d->images);
 	/* a running task may not have made its link yet: any task alive keeps the table */
 	uint64_t queued = 1, running = 1;
 	struct error err = {0};

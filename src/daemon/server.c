@@ -10,7 +10,8 @@
  * and one that the API's admission refuses (api_admit(): no key over
  * TCP, an unknown local user on the unix socket: 401; over a rate limit:
  * 429) is answered at once, so none gets "100 Continue" nor has its body
- * read. The timeouts of
+ * read. An upload that announces more than its route takes (an image's
+ * archive past api_ctx.image_import_max) is answered 413 at once too. The timeouts of
  * daemon.h are set per connection as a request moves on.
  *
  * The TCP listener may serve HTTPS (--tls-cert, --tls-key): libmicrohttpd
@@ -473,6 +474,7 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .store_acquire = acquire_store,
 	    .fleet_ops = &fleet_shim_ops,
 	    .fleet = l->d->fleet,
+	    .images = l->d->images,
 	    .network_ready = daemon_network_ready,
 	    .secrets_ready = daemon_secrets_ready,
 	    .task_submitted = on_task_submitted,
@@ -517,9 +519,19 @@ static bool refuse_early(struct listener *l, struct MHD_Connection *c, const cha
 	return true;
 }
 
+/* Does this request's route take a raw body (PUT .../files, POST /v1/images/import)? */
+static bool takes_raw_body(struct MHD_Connection *c, const char *url, const char *method)
+{
+	struct query_buf q = {.len = 0};
+	struct api_request req;
+	read_request(c, url, method, &q, &req);
+	return api_request_takes_raw_body(&req);
+}
+
 /*
- * A PUT: the one route that takes a raw body (PUT .../files) is checked
- * before the body comes, and the body streams to the sandbox's file.
+ * A route that takes a raw body is checked before the body comes, and
+ * the body streams to its upload (a sandbox's file, an image's archive).
+ * One that announces more than its route takes is answered 413 now.
  */
 static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c, const char *url,
 				    const char *method, struct request_state *rs)
@@ -527,8 +539,6 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 	struct query_buf q = {.len = 0};
 	struct api_request req;
 	read_request(c, url, method, &q, &req);
-	if (!api_request_takes_raw_body(&req))
-		return MHD_YES; /* answered (404/405) once the body is in */
 	struct api_ctx ctx;
 	make_ctx(l, c, &ctx);
 	set_timeout(c, 0); /* the sandbox opens the file, and no response restarts the clock */
@@ -536,7 +546,21 @@ static enum MHD_Result begin_upload(struct listener *l, struct MHD_Connection *c
 	rs->upload = api_upload_begin(&ctx, &req);
 	store_pool_put(&l->d->pool, ctx.store);
 	set_timeout(c, DAEMON_IDLE_TIMEOUT_S);
-	return rs->upload ? MHD_YES : MHD_NO;
+	if (!rs->upload)
+		return MHD_NO;
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+	uint64_t n = 0;
+	if (!cl || parse_u64(cl, &n) < 0 || api_upload_expect(rs->upload, n))
+		return MHD_YES;
+	struct api_response resp = {0};
+	struct store *st = store_pool_get(&l->d->pool);
+	api_upload_end(rs->upload, st, &resp); /* 413, and its audit row */
+	store_pool_put(&l->d->pool, st);
+	log_response(&resp);
+	enum MHD_Result ok = send_body(c, &resp, true);
+	api_response_release(&resp);
+	api_upload_free(TAKE_PTR(rs->upload));
+	return ok;
 }
 
 /* 503 busy, and close: the daemon holds as many bodies as it may. */
@@ -568,7 +592,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (!rs)
 			return MHD_NO;
 		set_timeout(c, DAEMON_IDLE_TIMEOUT_S); /* the header is in: the body may come */
-		if (strcmp(method, "PUT") == 0)
+		if (takes_raw_body(c, url, method))
 			return begin_upload(l, c, url, method, rs);
 		if (!reserve_announced(l->d, c, rs)) {
 			const char *expect =
@@ -586,9 +610,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			*upload_data_size = 0;
 			return go_on ? MHD_YES : MHD_NO;
 		}
+		/* an image's import unpacks its layers now: no clock while it does */
+		set_timeout(c, 0);
 		struct store *st = store_pool_get(&l->d->pool);
 		api_upload_end(rs->upload, st, &resp); /* st: for its audit row */
 		store_pool_put(&l->d->pool, st);
+		set_timeout(c, DAEMON_IDLE_TIMEOUT_S);
 		ok = serve(l->d, c, &resp);
 		api_response_release(&resp);
 		return ok;

@@ -1,0 +1,192 @@
+/*
+ * images.c - the image routes over the image store (image/store.h):
+ * GET /v1/images, GET and DELETE /v1/images/{ref}, POST
+ * /v1/images/prune, and POST /v1/images/import, whose body (an archive)
+ * the server streams into a temporary file of the store (an upload,
+ * api.h) before it is imported. Images are the host's, not a tenant's:
+ * any principal may list and inspect them, only an admin change them.
+ */
+#include "api/api-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The store, or an internal error. */
+static struct image_store *images_of(struct api_call *c)
+{
+	if (!c->ctx->images)
+		api_error_internal(c->err, ENOSYS, "this agentboxd keeps no image store");
+	return c->ctx->images;
+}
+
+/* A store's failure r as the API says it (what: the ref, for messages). */
+static int image_error(struct api_error *e, int r, const struct error *err)
+{
+	switch (r) {
+	case -ENOENT:
+		return api_error_set(e, API_ERR_NOT_FOUND, NULL, "%s", err->msg);
+	case -EBUSY:
+		return api_error_set(e, API_ERR_IMAGE_IN_USE, NULL, "%s", err->msg);
+	case -EINVAL:
+	case -E2BIG:
+	case -EFBIG:
+	case -ENOEXEC:
+	case -EPERM:
+	case -ENAMETOOLONG:
+		return api_error_set(e, API_ERR_INVALID_IMAGE, NULL, "%s", err->msg);
+	case -ENOSPC:
+		return api_error_set(e, API_ERR_NO_SPACE, NULL, "%s", err->msg);
+	case -ENOMEM:
+		return r;
+	default:
+		return api_error_internal(e, -r, err->msg);
+	}
+}
+
+static json_t *strings_json(char **v, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+/* An image as the API shows it (docs/api.md). */
+static json_t *image_json(const struct image_info *i)
+{
+	return json_pack("{s:s?, s:s, s:s, s:I, s:I, s:o, s:o}", "name",
+			 i->name[0] ? i->name : NULL, "digest", i->digest, "config_digest",
+			 i->config_digest, "size", (json_int_t)i->size, "unpacked_size",
+			 (json_int_t)i->unpacked, "created", api_time_json(i->created_ms),
+			 "imported", api_time_json(i->imported_ms));
+}
+
+int api_images_list(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	struct image_info *v = NULL;
+	size_t n = 0;
+	struct error err = {0};
+	int r = image_list(s, &v, &n, &err);
+	if (r < 0)
+		return image_error(c->err, r, &err);
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		if (json_array_append_new(a, image_json(&v[i])) < 0)
+			json_decref(TAKE_PTR(a));
+	free(v);
+	return api_respond_json(c, 200, a ? json_pack("{s:o}", "images", a) : NULL);
+}
+
+int api_image_get(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	struct image_info info;
+	struct image_manifest m = {0};
+	struct image_config cfg = {0};
+	struct error err = {0};
+	int r = image_inspect(s, c->ref, &info, &m, &cfg, &err);
+	if (r < 0)
+		return image_error(c->err, r, &err);
+	json_t *layers = json_array();
+	for (size_t i = 0; layers && i < m.nlayers; i++)
+		json_array_append_new(layers,
+				      json_pack("{s:s, s:s, s:I}", "digest", m.layers[i].digest,
+						"media_type", m.layers[i].media_type, "size",
+						(json_int_t)m.layers[i].size));
+	json_t *config =
+	    json_pack("{s:o, s:s?, s:s?, s:o, s:o, s:s, s:s}", "env",
+		      strings_json(cfg.env, cfg.nenv), "working_dir", cfg.working_dir, "user",
+		      cfg.user, "entrypoint", strings_json(cfg.entrypoint, cfg.nentrypoint), "cmd",
+		      strings_json(cfg.cmd, cfg.ncmd), "os", cfg.os, "architecture", cfg.arch);
+	json_t *v = image_json(&info);
+	if (v && config && layers) {
+		json_object_set_new(v, "config", config);
+		json_object_set_new(v, "layers", layers);
+	} else {
+		json_decref(config);
+		json_decref(layers);
+		json_decref(TAKE_PTR(v));
+	}
+	image_manifest_release(&m);
+	image_config_release(&cfg);
+	return api_respond_json(c, 200, v);
+}
+
+int api_image_delete(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	struct error err = {0};
+	int r = image_remove(s, c->ref, &err);
+	if (r < 0)
+		return image_error(c->err, r, &err);
+	return api_respond_json(c, 200, json_pack("{s:s, s:b}", "image", c->ref, "deleted", 1));
+}
+
+int api_images_prune(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	struct image_prune_stats st = {0};
+	struct error err = {0};
+	int r = image_prune(s, &st, &err);
+	if (r < 0)
+		return image_error(c->err, r, &err);
+	return api_respond_json(
+	    c, 200,
+	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "images_removed", (json_int_t)st.images,
+		      "blobs_removed", (json_int_t)st.blobs, "trees_removed", (json_int_t)st.trees,
+		      "bytes_freed", (json_int_t)st.bytes, "in_use", (json_int_t)st.busy));
+}
+
+int api_images_import(struct api_call *c)
+{
+	/* the server streams this body: api_upload_begin() */
+	return api_error_internal(c->err, ENOSYS, "POST /v1/images/import reached api_handle()");
+}
+
+uint64_t api_image_import_max(const struct api_ctx *ctx)
+{
+	return ctx->image_import_max ? ctx->image_import_max : IMAGE_IMPORT_MAX;
+}
+
+int api_image_upload_open(struct api_call *c, char *path, size_t size, int *ret_fd, char *name,
+			  size_t name_size)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	const char *asked = api_query_get(c->query, "name");
+	struct error err = {0};
+	name[0] = '\0';
+	if (asked && image_ref_normalize(asked, name, name_size, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "name", "%s", err.msg);
+	if (image_store_tmp(s, path, size, ret_fd, &err) < 0)
+		return api_error_internal(c->err, err.code, err.msg);
+	return 0;
+}
+
+int api_image_upload_finish(struct image_store *s, const char *path, const char *name,
+			    struct api_response *ret, struct api_error *e)
+{
+	struct image_info info;
+	struct error err = {0};
+	int r = image_import(s, path, name[0] ? name : NULL, &info, &err);
+	(void)unlink(path);
+	if (r < 0)
+		return image_error(e, r, &err);
+	json_t *v = image_json(&info);
+	char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	api_json_response(ret, 201, text);
+	return 0;
+}
