@@ -653,7 +653,7 @@ static int read_length_body(struct conn *c, struct body *b, uint64_t n)
 		return bad_response(c, "the body of %" PRIu64 " bytes is larger than %zu", n,
 				    b->buf.max);
 	while (n > 0) {
-		size_t used;
+		size_t used = 0;
 		int r = body_take(c, b, n, "the body", &used);
 		if (r != 0)
 			return r;
@@ -769,7 +769,7 @@ static int read_chunked_body(struct conn *c, struct body *b)
 		if (!b->stream && size > b->buf.max - b->buf.len)
 			return bad_response(c, "the body is larger than %zu bytes", b->buf.max);
 		while (size > 0) {
-			size_t used;
+			size_t used = 0;
 			r = body_take(c, b, size, "a chunk", &used);
 			if (r != 0)
 				return r;

@@ -65,7 +65,7 @@ static int parse_listen(const char *spec, bool tls, bool insecure, struct sockad
 		return error_set(err, EINVAL, "--listen: '%s' is not ADDR:PORT", spec);
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
 	struct sockaddr_storage ss = {0};
-	socklen_t len;
+	socklen_t len = 0;
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
 	size_t hl = strlen(host);
@@ -100,14 +100,14 @@ static int parse_listen(const char *spec, bool tls, bool insecure, struct sockad
 int listen_tcp_check(const char *spec, bool tls, bool insecure, struct error *err)
 {
 	struct sockaddr_storage ss;
-	socklen_t len;
+	socklen_t len = 0;
 	return parse_listen(spec, tls, insecure, &ss, &len, err);
 }
 
 int listen_tcp(const char *spec, bool tls, bool insecure, struct error *err)
 {
 	struct sockaddr_storage ss;
-	socklen_t len;
+	socklen_t len = 0;
 	int r = parse_listen(spec, tls, insecure, &ss, &len, err);
 	if (r < 0)
 		return r;

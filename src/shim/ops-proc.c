@@ -71,7 +71,7 @@ int op_exec(struct shim *s, struct conn *c, json_t *req, int fd, struct error *e
 	    .timeout_ms = (uint64_t)timeout_ms,
 	    .command = json_object_get(req, "command"),
 	};
-	struct proc *p;
+	struct proc *p = NULL;
 	if ((r = proc_exec(s, &pe, &p, err)) < 0)
 		return r;
 	_cleanup_json_ json_t *m = json_pack("{s:s, s:i}", "type", "started", "pid", (int)p->pid);
@@ -97,7 +97,7 @@ static int find_pid(struct shim *s, json_t *req, struct proc **ret, struct error
 int op_watch(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
 {
 	(void)fd;
-	struct proc *p;
+	struct proc *p = NULL;
 	int r = find_pid(s, req, &p, err);
 	if (r < 0)
 		return r;
@@ -115,7 +115,7 @@ int op_watch(struct shim *s, struct conn *c, json_t *req, int fd, struct error *
 int op_kill(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
 {
 	(void)fd;
-	struct proc *p;
+	struct proc *p = NULL;
 	int64_t sig;
 	int r = req_int(req, "signal", false, 1, SIGRTMAX, SIGKILL, &sig, err);
 	if (r < 0 || (r = find_pid(s, req, &p, err)) < 0)

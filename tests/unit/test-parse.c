@@ -42,9 +42,10 @@ static void check_err(parser_fn fn, const char *name, const char *s, int want)
 	uint64_t v = SENTINEL;
 	int r = fn(s, &v);
 	if (r != want)
-		fail_msg("%s(\"%s\") = %d (value %" PRIu64 "); want %d", name, s, r, v, want);
+		fail_msg("%s(\"%s\") = %d (value %" PRIu64 "); want %d", name, s ? s : "(null)", r,
+			 v, want);
 	if (v != SENTINEL)
-		fail_msg("%s(\"%s\") failed but wrote %" PRIu64, name, s, v);
+		fail_msg("%s(\"%s\") failed but wrote %" PRIu64, name, s ? s : "(null)", v);
 }
 
 #define OK(fn, s, want)	 check_ok(fn, #fn, s, want)
