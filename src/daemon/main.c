@@ -117,6 +117,7 @@ static const char usage_text[] =
     "  --auth-fail-burst N  failed authentications at once (default: twice the rate)\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
+    "  --version          print agentboxd's version and exit\n"
     "  --print-token      make a new admin key of the default tenant, print it\n"
     "                     (shown this once: the store keeps its hash) and exit\n"
     "\n"
@@ -202,6 +203,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"tls-cert", required_argument, NULL, 'c'},
 	    {"tls-key", required_argument, NULL, 'k'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
 	    {0},
 	};
 	int opt;
@@ -423,6 +425,9 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
+		case 'V':
+			printf("agentboxd %s\n", AGENTBOX_VERSION);
+			return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 		default:
 			fprintf(stderr, "agentboxd: unknown or incomplete option '%s'\n%s",
 				argv[optind - 1], usage_text);

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from conftest import BUILD
 from daemon import Daemon
 
 PAGES = 30
@@ -371,3 +372,15 @@ def test_a_progress_flood_neither_stops_the_timeout_nor_the_scheduler(daemon):
     attempt = daemon.state / "tasks" / flood / "attempt-1"
     assert os.path.getsize(attempt / "events") <= 16 << 20
     assert json.loads((attempt / "result.json").read_text())["wall_ms"] < 4000
+
+
+def test_both_binaries_say_their_version():
+    """agentbox --version and agentboxd --version: the same version, exit 0, no daemon."""
+    agentbox = os.path.join(BUILD, "src", "cli", "agentbox")
+    agentboxd = os.path.join(BUILD, "src", "daemon", "agentboxd")
+    cli = subprocess.run([agentbox, "--version"], capture_output=True, text=True, timeout=30)
+    daemon = subprocess.run([agentboxd, "--version"], capture_output=True, text=True, timeout=30)
+    assert cli.returncode == 0 and daemon.returncode == 0, (cli.stderr, daemon.stderr)
+    name, version = daemon.stdout.split()
+    assert name == "agentboxd" and cli.stdout.split() == ["agentbox", version]
+    assert version.count(".") == 2 and all(p.isdigit() for p in version.split("."))
