@@ -156,7 +156,7 @@ def test_task_quotas(tmp_path):
     port = free_port()
     d = Daemon(tmp_path, "--listen", f"127.0.0.1:{port}", "--max-running", "4",
                "--tenant-quota", "tasks_running=1", "--tenant-quota", "tasks_queued=2",
-               "--tenant-quota", "memory_mb=2048")
+               "--tenant-quota", "memory_mb=1024")
     d.start()
     try:
         admin, c = tenants(d, port, "team-a", "team-b")
@@ -176,9 +176,10 @@ def test_task_quotas(tmp_path):
             waiting.append(t["id"])
         refused(a.request("POST", "/v1/tasks", {"command": ["true"]}), "tasks_queued", 2, 2, 1)
         # one that could never run alone is refused at once, not queued for ever
+        # (1536 MiB: more than the quota, less than any host this runs on)
         refused(a.request("POST", "/v1/tasks", {"command": ["true"],
-                                                "limits": {"memory_mb": 4096}}),
-                "memory_mb", 2048, 0, 4096)
+                                                "limits": {"memory_mb": 1536}}),
+                "memory_mb", 1024, 0, 1536)
         # b is not held up behind a's waiting head
         status, bt = b.request("POST", "/v1/tasks", {"command": ["true"]})
         assert status == 201
