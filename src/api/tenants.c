@@ -91,17 +91,15 @@ static int each_tenant(const struct tenant_record *t, void *data)
 int api_tenants_list(struct api_call *c)
 {
 	struct tenant_list l = {.c = c};
-	struct buf b = {0};
 	struct error err = {0};
 	buf_puts(&l.b, "{\"tenants\":[");
 	int r = store_tenant_list(c->ctx->store, each_tenant, &l, &err);
-	b = l.b;
 	if (r < 0) {
-		buf_release(&b);
+		buf_release(&l.b);
 		return api_error_internal(c->err, -r, err.msg);
 	}
-	buf_puts(&b, "]}");
-	return api_respond(c, 200, API_JSON, &b);
+	buf_puts(&l.b, "]}");
+	return api_respond(c, 200, API_JSON, &l.b);
 }
 
 static const char *const tenant_fields[] = {"name", "quotas", NULL};

@@ -217,6 +217,13 @@ static int admit(struct fleet *f, const struct fleet_spec *spec, const char *ten
 	return r;
 }
 
+/* A task's memory limit in bytes, from its amounts (the API always sets it; its default else). */
+static uint64_t task_memory(const struct quota *amounts)
+{
+	uint64_t mb = amounts->v[QUOTA_MEMORY_MB];
+	return mb ? mb << 20 : SPEC_DEFAULT_MEMORY;
+}
+
 int fleet_admit_task(struct fleet *f, const char *tenant, const struct quota *limit,
 		     const char *spec_json, bool force, struct quota *ret_amounts,
 		     enum quota_id *ret_over)
@@ -224,9 +231,7 @@ int fleet_admit_task(struct fleet *f, const char *tenant, const struct quota *li
 	struct quota ask, held;
 	fleet_spec_amounts(spec_json, &ask);
 	ask.v[QUOTA_TASKS_RUNNING] = 1;
-	/* a task's memory is always set by the API; its default otherwise */
-	uint64_t memory =
-	    ask.v[QUOTA_MEMORY_MB] ? ask.v[QUOTA_MEMORY_MB] << 20 : SPEC_DEFAULT_MEMORY;
+	uint64_t memory = task_memory(&ask);
 	unsigned n;
 	int r = 0;
 	enum quota_id id;
@@ -252,8 +257,7 @@ int fleet_admit_task(struct fleet *f, const char *tenant, const struct quota *li
 
 void fleet_release_task(struct fleet *f, const char *tenant, const struct quota *amounts)
 {
-	uint64_t memory =
-	    amounts->v[QUOTA_MEMORY_MB] ? amounts->v[QUOTA_MEMORY_MB] << 20 : SPEC_DEFAULT_MEMORY;
+	uint64_t memory = task_memory(amounts);
 	pthread_mutex_lock(&f->lock);
 	f->tasks_memory -= memory < f->tasks_memory ? memory : f->tasks_memory;
 	fleet_uncharge(f, tenant, amounts);
