@@ -305,6 +305,8 @@ void api_render_network(struct buf *b, const char *spec_json);
 
 /* ',"secrets":{...}' (the public form: hosts, placeholders) when the spec has some. */
 void api_render_secrets(struct buf *b, const char *spec_json);
+/* ,"image":{...} and ,"user", ,"cwd" of a spec that has them (image-choice.h); else nothing. */
+void api_render_image(struct buf *b, const char *spec_json);
 /* The task object of GET /v1/tasks/{id}. */
 /*
  * A task as the API shows it. With state_dir (GET /v1/tasks/{id} only),

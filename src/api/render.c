@@ -71,6 +71,19 @@ void api_render_secrets(struct buf *b, const char *spec_json)
 	}
 }
 
+void api_render_image(struct buf *b, const char *spec_json)
+{
+	static const char *const keys[] = {"image", "user", "cwd"};
+	for (size_t i = 0; spec_json && i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v;
+		size_t len;
+		if (json_member_raw(spec_json, keys[i], &v, &len) == 0) {
+			buf_printf(b, ",\"%s\":", keys[i]);
+			buf_append(b, v, len);
+		}
+	}
+}
+
 /*
  * What the task's attempts refused of its progress channel, summed from
  * their result.json files (written by the supervisor at each attempt's end).
@@ -139,6 +152,7 @@ void api_render_task(struct buf *b, const struct task *t, const char *state_dir)
 	buf_puts(b, ",\"network\":");
 	api_render_network(b, t->spec_json);
 	api_render_secrets(b, t->spec_json);
+	api_render_image(b, t->spec_json);
 	buf_puts(b, ",\"metadata\":");
 	spec_member(b, t->spec_json, "metadata");
 	buf_puts(b, ",\"progress\":");

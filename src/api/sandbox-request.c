@@ -16,8 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const create_fields[] = {"limits",  "timeout_s", "env", "metadata",
-					    "network", "secrets",   NULL};
+static const char *const create_fields[] = {"limits",  "timeout_s", "env",   "metadata",
+					    "network", "secrets",   "image", "user",
+					    "cwd",     "pull",	    NULL};
+/* what a sandbox's spec keeps of the task spec it is checked as, beside env and limits */
+static const char *const kept_fields[] = {"network", "secrets", "image", "user",
+					  "cwd",     "pull",	NULL};
 static const char *const exec_fields[] = {"command",   "stdin",	     "env", "cwd",
 					  "timeout_s", "background", NULL};
 
@@ -70,8 +74,10 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 	if (r == 0 && !task)
 		r = -ENOMEM;
 	if (r == 0 && (set_part(task, "limits", root) < 0 || set_part(task, "env", root) < 0 ||
-		       set_part(task, "metadata", root) < 0 ||
-		       set_part(task, "network", root) < 0 || set_part(task, "secrets", root) < 0))
+		       set_part(task, "metadata", root) < 0 || set_part(task, "image", root) < 0 ||
+		       set_part(task, "user", root) < 0 || set_part(task, "cwd", root) < 0 ||
+		       set_part(task, "pull", root) < 0 || set_part(task, "network", root) < 0 ||
+		       set_part(task, "secrets", root) < 0))
 		r = -ENOMEM;
 	if (r == 0) {
 		r = parse_as_task(task, &tr, e);
@@ -90,12 +96,9 @@ int sandbox_request_parse(const char *body, size_t len, struct sandbox_request *
 		json_t *out = spec ? json_pack("{s:O, s:O}", "env", json_object_get(spec, "env"),
 					       "limits", json_object_get(spec, "limits"))
 				   : NULL;
-		json_t *net = json_object_get(spec, "network");
-		if (out && net && json_object_set(out, "network", net) < 0)
-			json_decref(TAKE_PTR(out));
-		json_t *secrets = json_object_get(spec, "secrets");
-		if (out && secrets && json_object_set(out, "secrets", secrets) < 0)
-			json_decref(TAKE_PTR(out));
+		for (const char *const *k = kept_fields; out && *k; k++)
+			if (set_part(out, *k, spec) < 0)
+				json_decref(TAKE_PTR(out));
 		sr.secrets_json = TAKE_PTR(tr.secrets_json);
 		struct buf a = {0}, b = {0};
 		if (out) {
@@ -182,7 +185,7 @@ static int parse_exec(json_t *root, struct exec_request *x, struct api_error *e)
 		x->stdin_data = (char *)json_string_value(v);
 		x->stdin_len = json_string_length(v);
 	}
-	snprintf(x->cwd, sizeof(x->cwd), "/workspace");
+	x->cwd[0] = '\0'; /* the shim's default: the image's WorkingDir, else /workspace */
 	v = json_object_get(root, "cwd");
 	if (v) {
 		if (!json_is_string(v))

@@ -52,7 +52,7 @@ struct exec_request {
 	json_t *env;	  /* object of strings (checked as a task's env), or NULL */
 	char *stdin_data; /* NULL when absent */
 	size_t stdin_len;
-	char cwd[1024 + 1]; /* absolute; "/workspace" by default */
+	char cwd[1024 + 1]; /* absolute; "": the sandbox's image's WorkingDir, else /workspace */
 	int64_t timeout_ms; /* 0 = none */
 	bool background;
 	json_t *priv;

@@ -7,6 +7,7 @@
  * The fleet is reached only through c->ctx->fleet_ops (fleet/fleet.h).
  */
 #include "api/api-internal.h"
+#include "api/image-choice.h"
 #include "api/sandbox-request.h"
 #include "egress/policy.h"
 
@@ -260,7 +261,9 @@ int api_sandboxes_create(struct api_call *c)
 	int r = sandbox_request_parse(c->req->body, c->req->body_len, &sr, c->err);
 	if (r < 0)
 		return r;
-	if ((r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0 ||
+	bool image = false;
+	if ((r = api_image_apply(c, &sr.spec_json, false, &image)) < 0 ||
+	    (r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0 ||
 	    (r = api_call_limits(c, c->who.tenant, &limit)) < 0 ||
 	    (r = check_timeout(c, &limit, &sr.timeout_ms, sr.timeout_given)) < 0 ||
 	    (r = api_check_network(c, sr.network)) < 0 ||
@@ -277,7 +280,8 @@ int api_sandboxes_create(struct api_call *c)
 	struct fleet_spec spec = {.spec_json = sr.spec_json,
 				  .metadata_json = sr.metadata_json,
 				  .timeout_ms = sr.timeout_ms,
-				  .default_limits = sr.default_limits,
+				  /* a pooled sandbox is of the host's /usr */
+				  .default_limits = sr.default_limits && !image,
 				  .memory_bytes = sr.memory_bytes,
 				  .secrets_json = sr.secrets_json,
 				  .network = sr.network != EGRESS_NONE,
@@ -443,6 +447,7 @@ char *api_sandbox_json(const struct sandbox_record *s)
 	buf_puts(&b, ",\"network\":");
 	api_render_network(&b, s->spec_json);
 	api_render_secrets(&b, s->spec_json);
+	api_render_image(&b, s->spec_json);
 	buf_puts(&b, ",\"metadata\":");
 	buf_puts(&b, s->metadata_json ? s->metadata_json : "{}");
 	buf_puts(&b, "}");

@@ -5,6 +5,7 @@
  * runtime/spec.h is included for its SPEC_* limits only: the API layer
  * links nothing of the runtime.
  */
+#include "api/image-choice.h"
 #include "api/task-request-internal.h"
 #include "api/json-util.h"
 #include "base/cleanup.h"
@@ -28,9 +29,9 @@ _Static_assert(TASK_REQUEST_VALUES_MAX >= 1 + (1 + SPEC_ARGV_MAX) + (1 + 6) + (1
 					      (1 + SECRET_MAX * (1 + 2 + SECRET_HOSTS_MAX)),
 	       "the values of a body bound the largest legitimate one");
 
-static const char *const top_fields[] = {"command",	 "limits",   "env",	 "files",
-					 "max_attempts", "retry_on", "metadata", "network",
-					 "secrets",	 NULL};
+static const char *const top_fields[] = {
+    "command", "limits",  "env",   "files", "max_attempts", "retry_on", "metadata",
+    "network", "secrets", "image", "user",  "cwd",	    "pull",	NULL};
 static const char *const limit_fields[] = {"memory_mb", "cpus",	     "pids", "disk_mb",
 					   "state_mb",	"timeout_s", NULL};
 
@@ -277,10 +278,11 @@ static int parse_root(json_t *root, struct task_request *r, json_t *out, struct 
 	if (task_request_check_unknown(root, "", top_fields, e) < 0)
 		return -EINVAL;
 	json_t *cmd = json_object_get(root, "command");
-	int ret = parse_command(cmd, r, e);
+	/* with an image, the command may be its Entrypoint and Cmd (image-choice.h) */
+	int ret = cmd || !json_object_get(root, "image") ? parse_command(cmd, r, e) : 0;
 	if (ret < 0)
 		return ret;
-	if (json_object_set(out, "command", cmd) < 0)
+	if (cmd && json_object_set(out, "command", cmd) < 0)
 		return -ENOMEM;
 
 	json_t *limits = json_object();
@@ -320,6 +322,9 @@ static int parse_root(json_t *root, struct task_request *r, json_t *out, struct 
 		return ret;
 	if (json_object_set_new(out, "metadata", v ? json_incref(v) : json_object()) < 0)
 		return -ENOMEM;
+	bool image;
+	if ((ret = image_fields_parse(root, out, &image, e)) < 0)
+		return ret;
 	return task_request_parse_network(json_object_get(root, "network"),
 					  json_object_get(root, "secrets"), r, out, e);
 }

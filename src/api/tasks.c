@@ -3,6 +3,7 @@
  * non-streaming form of events. Logs are in logs.c.
  */
 #include "api/api-internal.h"
+#include "api/image-choice.h"
 
 #include "core/layout.h"
 #include "api/task-request.h"
@@ -116,7 +117,8 @@ int api_tasks_create(struct api_call *c)
 	int r = task_request_parse(c->req->body, c->req->body_len, &tr, c->err);
 	if (r < 0)
 		return r;
-	if ((r = api_check_host_limits(c, tr.memory_bytes, tr.disk_bytes, tr.state_bytes,
+	if ((r = api_image_apply(c, &tr.spec_json, true, NULL)) < 0 ||
+	    (r = api_check_host_limits(c, tr.memory_bytes, tr.disk_bytes, tr.state_bytes,
 				       tr.pids)) < 0) {
 		task_request_release(&tr);
 		return r;

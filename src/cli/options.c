@@ -219,6 +219,18 @@ int cli_body_option(json_t *body, int opt, const char *arg, struct error *err)
 		return add_network_rate(body, arg, err);
 	case CLI_OPT_SECRET:
 		return add_secret(body, arg, err);
+	case CLI_OPT_IMAGE:
+		return cli_body_set(body, "image", json_string(arg), err);
+	case CLI_OPT_USER:
+		if (strcmp(arg, "root") != 0 && strcmp(arg, "sandbox") != 0)
+			return error_set(err, EINVAL, "--user: '%s' is not root or sandbox", arg);
+		return cli_body_set(body, "user", json_string(arg), err);
+	case CLI_OPT_PULL:
+		return cli_body_set(body, "pull", json_true(), err);
+	case CLI_OPT_CWD:
+		if (arg[0] != '/')
+			return error_set(err, EINVAL, "--cwd: '%s' is not an absolute path", arg);
+		return cli_body_set(body, "cwd", json_string(arg), err);
 	}
 	return -ENOENT;
 }

@@ -33,6 +33,10 @@ enum {
 	CLI_OPT_NETWORK,
 	CLI_OPT_NETWORK_RATE,
 	CLI_OPT_SECRET,
+	CLI_OPT_IMAGE,
+	CLI_OPT_USER,
+	CLI_OPT_PULL,
+	CLI_OPT_CWD,
 	CLI_OPT_VERB = 300, /* a verb's own options are numbered from here */
 };
 
@@ -61,6 +65,25 @@ enum {
 	"                       $NAME of this shell, for those hosts only: inside, NAME\n"         \
 	"                       holds a placeholder the proxy swaps for the value in\n"            \
 	"                       requests to them (allow mode; repeatable)\n"
+
+#define CLI_IMAGE_OPTIONS                                                                          \
+	{"image", required_argument, NULL, CLI_OPT_IMAGE},                                         \
+	    {"user", required_argument, NULL, CLI_OPT_USER},                                       \
+	    {"pull", no_argument, NULL, CLI_OPT_PULL},                                             \
+	{                                                                                          \
+		"cwd", required_argument, NULL, CLI_OPT_CWD                                        \
+	}
+
+#define CLI_HELP_IMAGE                                                                             \
+	"  --image REF          its root is this image of agentboxd's store (name:tag\n"           \
+	"                       or sha256:digest), writable, its writes gone with it;\n"           \
+	"                       the image's Env, WorkingDir (and for a task without a\n"           \
+	"                       command, Entrypoint and Cmd) are the defaults\n"                   \
+	"  --pull               pull --image first when the store does not have it\n"              \
+	"  --user USER          sandbox (the default: uid 1000, no capabilities) or\n"             \
+	"                       root (uid 0 of its own user namespace; needs --image)\n"           \
+	"  --cwd DIR            where commands start (default: the image's WorkingDir,\n"          \
+	"                       else /workspace)\n"
 
 #define CLI_HELP_METADATA                                                                          \
 	"  --metadata KEY=VALUE a string stored with it, for the caller; or a JSON\n"              \
@@ -98,6 +121,10 @@ enum {
  *                                 environment (never an argument, which
  *                                 any local user could read in /proc);
  *                                 unset or given twice is an error
+ *   CLI_OPT_IMAGE                 REF into image (agentboxd checks it)
+ *   CLI_OPT_USER                  root or sandbox into user
+ *   CLI_OPT_PULL                  pull: true
+ *   CLI_OPT_CWD                   an absolute path into cwd
  *   CLI_OPT_METADATA              KEY=VALUE (a string value), or a JSON
  *                                 object (the argument starts with '{' or
  *                                 '['), merged into metadata; a key given

@@ -52,7 +52,8 @@ static const char create_help[] =
     "  --timeout DUR        end it DUR from now (default 5m; at most 7d): 90s,\n"
     "                       5m, 1h30m, sent in whole seconds, rounded up\n"
     "  --env KEY=VALUE      a variable of every command run in it; repeatable\n" CLI_HELP_NETWORK
-	CLI_HELP_METADATA CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT "\n"
+	CLI_HELP_IMAGE CLI_HELP_METADATA CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT
+    "\n"
     "exit status: 0 created (the id is on stdout); 125 agentbox or agentboxd\n"
     "failed or refused (one line on stderr; an error of agentboxd's ends in\n"
     "its code and the field at fault).\n";
@@ -67,6 +68,7 @@ static const struct option create_options[] = {
     {"network", required_argument, NULL, CLI_OPT_NETWORK},
     {"network-rate", required_argument, NULL, CLI_OPT_NETWORK_RATE},
     {"secret", required_argument, NULL, CLI_OPT_SECRET},
+    CLI_IMAGE_OPTIONS,
     {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},

@@ -29,6 +29,7 @@
 
 static const char help[] =
     "usage: agentbox submit [OPTIONS] -- COMMAND [ARG...]\n"
+    "       agentbox submit [OPTIONS] --image REF   (its Entrypoint and Cmd)\n"
     "\n"
     "Queue COMMAND as a task with agentboxd and print the task's id. The\n"
     "task runs in a fresh sandbox per attempt, whether or not anyone waits:\n"
@@ -43,7 +44,8 @@ static const char help[] =
     "  --file LOCAL:SANDBOX copy the local text file LOCAL into the sandbox at\n"
     "                       the absolute path SANDBOX; repeatable; UTF-8 text\n"
     "                       only, at most 4 MiB for all files together\n" CLI_HELP_NETWORK
-	CLI_HELP_METADATA CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT "\n"
+	CLI_HELP_IMAGE CLI_HELP_METADATA CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT
+    "\n"
     "exit status: 0 queued (the id is on stdout); 125 agentbox or agentboxd\n"
     "failed or refused the task (one line on stderr; an error of agentboxd's\n"
     "ends in its code and the field at fault, e.g. (invalid_field, field\n"
@@ -67,6 +69,7 @@ static const struct option options[] = {
     {"network", required_argument, NULL, CLI_OPT_NETWORK},
     {"network-rate", required_argument, NULL, CLI_OPT_NETWORK_RATE},
     {"secret", required_argument, NULL, CLI_OPT_SECRET},
+    CLI_IMAGE_OPTIONS,
     {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -230,6 +233,8 @@ static int parse_args(int argc, char **argv, struct submit_args *a, struct error
 	int r = cli_body_finish(a->body, err);
 	if (r < 0)
 		return r;
+	if (optind >= argc && json_object_get(a->body, "image"))
+		return 0; /* the image's Entrypoint and Cmd */
 	if (optind >= argc)
 		return error_set(err, EINVAL,
 				 "no command given (agentbox submit [OPTIONS] -- COMMAND)");

@@ -148,8 +148,9 @@ static int exec_start(struct fleet *f, const char *id, const struct fleet_exec *
 		return error_set(err, ENAMETOOLONG, "the state directory's path is too long");
 	json_t *env = exec_env(f, id, x->env);
 	_cleanup_json_ json_t *msg =
-	    env ? json_pack("{s:s, s:O, s:o, s:s, s:I}", "op", "exec", "command", x->command, "env",
-			    env, "cwd", x->cwd, "timeout_ms", (json_int_t)x->timeout_ms)
+	    env ? json_pack("{s:s, s:O, s:o, s:s*, s:I}", "op", "exec", "command", x->command,
+			    "env", env, "cwd", x->cwd && *x->cwd ? x->cwd : NULL, "timeout_ms",
+			    (json_int_t)x->timeout_ms)
 		: NULL;
 	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	if (!text)

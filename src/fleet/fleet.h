@@ -185,7 +185,7 @@ struct fleet_spec {
 struct fleet_exec {
 	json_t *command;	/* array of strings */
 	json_t *env;		/* object of strings over the sandbox's env, or NULL */
-	const char *cwd;	/* absolute */
+	const char *cwd;	/* absolute; NULL or "": the shim's default */
 	int64_t timeout_ms;	/* 0 = none */
 	const char *stdin_data; /* NULL = no stdin */
 	size_t stdin_len;

@@ -13,17 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool image_digest_is_valid(const char *s)
-{
-	size_t p = sizeof(IMAGE_DIGEST_PREFIX) - 1;
-	if (!s || strncmp(s, IMAGE_DIGEST_PREFIX, p) != 0 || strlen(s) != p + IMAGE_DIGEST_HEX)
-		return false;
-	for (size_t i = p; s[i]; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
 static bool is_name_char(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||

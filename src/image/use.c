@@ -1,7 +1,8 @@
 /*
  * use.c - a use of an image's tree: its directory, locked shared
- * (store.h: "In use"). libc only, so that any of our processes can hold
- * one without the store.
+ * (store.h: "In use"), and what a digest looks like (oci.h). libc only,
+ * its own library (image_use_dep), so that any of our processes, the
+ * static supervisor and shim among them, can hold one without the store.
  */
 #include "image/store.h"
 
@@ -12,7 +13,19 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/file.h>
+#include <string.h>
 #include <sys/stat.h>
+
+bool image_digest_is_valid(const char *s)
+{
+	size_t p = sizeof(IMAGE_DIGEST_PREFIX) - 1;
+	if (!s || strncmp(s, IMAGE_DIGEST_PREFIX, p) != 0 || strlen(s) != p + IMAGE_DIGEST_HEX)
+		return false;
+	for (size_t i = p; s[i]; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
 
 int image_use_begin(const char *state_dir, const char *config_digest, int *ret_fd,
 		    struct error *err)

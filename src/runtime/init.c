@@ -132,6 +132,19 @@ static int image_writable(const char **writable, size_t *n, struct error *err)
 	return r;
 }
 
+/*
+ * An image's WorkingDir (spec->cwd) need not be in its tree: made now,
+ * as root of the namespace in the writable overlay (mode 0755), as other
+ * runtimes do. Without an image, cwd must already be there.
+ */
+static int make_cwd(const struct spec *spec, struct error *err)
+{
+	if (!spec->cwd || !spec->image_tree)
+		return 0;
+	int r = mkdir_p_at(AT_FDCWD, spec->cwd, 0755);
+	return r < 0 ? error_set_errno(err, -r, "the image's WorkingDir %s", spec->cwd) : 0;
+}
+
 static int restrict_files(const struct launch_ctx *ctx, struct error *err)
 {
 	const char *writable[3 + SPEC_VOLUMES_MAX + ROOTFS_IMAGE_TOP_MAX];
@@ -213,12 +226,13 @@ static void forget_launcher(const struct prctl_mm_map *layout)
 	(void)prctl(PR_SET_NAME, INIT_PROC_NAME, 0, 0, 0);
 }
 
-/* The command of a run: in the workdir, with the sandbox's environment. */
+/* The command of a run: in its cwd or the workdir, with the sandbox's environment. */
 static _Noreturn void run_command(const struct launch_ctx *ctx)
 {
 	init_child_reset_signals();
-	if (chdir(ctx->spec->workdir) < 0) {
-		send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXEC_FAILED, errno, ctx->spec->workdir);
+	const char *cwd = ctx->spec->cwd ? ctx->spec->cwd : ctx->spec->workdir;
+	if (chdir(cwd) < 0) {
+		send_msg(INIT_STATUS_FD, LAUNCH_MSG_EXEC_FAILED, errno, cwd);
 		_exit(126);
 	}
 	int e = init_child_exec(ctx->spec->argv, ctx->envp);
@@ -266,8 +280,9 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 	umask(022);
 
 	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &err) < 0 ||
-	    privs_set_rlimits(ctx->spec, &err) < 0 || restrict_files(ctx, &err) < 0 ||
-	    drop_privileges(ctx->spec, &err) < 0 || place_files(ctx->spec, &err) < 0)
+	    make_cwd(ctx->spec, &err) < 0 || privs_set_rlimits(ctx->spec, &err) < 0 ||
+	    restrict_files(ctx, &err) < 0 || drop_privileges(ctx->spec, &err) < 0 ||
+	    place_files(ctx->spec, &err) < 0)
 		fail(INIT_STATUS_FD, &err);
 
 	/* Credential changes cleared both; nothing of ours may be inspected from inside. */

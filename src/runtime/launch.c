@@ -153,6 +153,7 @@ static struct spec *copy_spec_pass(struct block *b, const struct spec *src)
 	struct spec_file *files =
 	    block_put(b, src->files, src->nfiles * sizeof(*files), _Alignof(struct spec_file));
 	const char *workdir = block_str(b, src->workdir);
+	const char *cwd = block_str(b, src->cwd);
 	const char *rootfs = block_str(b, src->rootfs);
 	const char *image_tree = block_str(b, src->image_tree);
 	for (size_t i = 0; i < argc; i++) {
@@ -185,6 +186,7 @@ static struct spec *copy_spec_pass(struct block *b, const struct spec *src)
 	dst->volumes = vols;
 	dst->files = files;
 	dst->workdir = workdir;
+	dst->cwd = cwd;
 	dst->rootfs = rootfs;
 	dst->image_tree = image_tree;
 	return dst;

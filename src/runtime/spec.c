@@ -195,6 +195,9 @@ int spec_validate(const struct spec *spec, struct error *err)
 	if (is_reserved_target(spec->workdir))
 		return error_set(err, EINVAL, "--workdir: '%s' is reserved by the sandbox",
 				 spec->workdir);
+	if (spec->cwd && strcmp(spec->cwd, "/") != 0 &&
+	    (r = check_sandbox_path("--cwd", spec->cwd, err)) < 0)
+		return r;
 	if (spec->rootfs && (r = check_host_path("--rootfs", spec->rootfs, false, err)) < 0)
 		return r;
 	if (spec->image_tree && spec->rootfs)

@@ -107,7 +107,12 @@ struct spec {
 	size_t nfiles;
 
 	const char *workdir; /* absolute; created empty and writable */
-	const char *rootfs;  /* NULL = host /usr + synthesized /etc */
+	/*
+	 * Where the command starts (an image's WorkingDir): absolute; NULL =
+	 * workdir. Made (as the command's user) when the root does not have it.
+	 */
+	const char *cwd;
+	const char *rootfs; /* NULL = host /usr + synthesized /etc */
 	/*
 	 * An image's tree as the image store unpacks it (image/unpack.h): a
 	 * host directory whose files belong to UIDRANGE_IMAGE_BASE + their id

@@ -40,12 +40,18 @@ int dir_load(struct shim *s, struct error *err)
 		return error_set_errno(err, errno, "the sandbox's directory");
 	dir[n] = '\0';
 	snprintf(s->network_log, sizeof(s->network_log), "%s/%s", dir, LAYOUT_NETWORK_LOG);
+	/* dir is <state>/sandboxes/<id> (core/layout.h): the store is <state>/images */
+	char state_dir[4200];
+	snprintf(state_dir, sizeof(state_dir), "%s/../..", dir);
+	int r = spec_json_image(spec, state_dir, &s->image, &s->spec, err);
+	if (r < 0)
+		return r;
 	/* the secrets' values: opened for the proxy, never read here (the sandbox's init
 	 * is cloned from this process), and gone from the disk before it starts */
 	char secrets[4200];
 	snprintf(secrets, sizeof(secrets), "%s/%s", dir, LAYOUT_SECRETS);
 	int secrets_fd = 0;
-	int r = spec_json_secrets(spec, secrets, true, &secrets_fd, err);
+	r = spec_json_secrets(spec, secrets, true, &secrets_fd, err);
 	if (r == 0 &&
 	    (r = spec_json_network(json_object_get(spec, "network"),
 				   json_object_get(root, "egress"), secrets_fd, s->network_log,

@@ -240,6 +240,7 @@ static void release(struct shim *s)
 	free(s->default_env);
 	spec_release(&s->spec);
 	spec_network_release(&s->net);
+	spec_image_release(&s->image);
 	shim_unwatch(s, &s->parked_watch);
 	nethelper_park_release(&s->parked);
 	strv_free(s->spec_env);
@@ -255,7 +256,8 @@ static int run(const char *dir, const sigset_t *stop, int ready_fd)
 			 .signal.fd = -1,
 			 .control.fd = -1,
 			 .timer.fd = -1,
-			 .parked_watch.fd = -1};
+			 .parked_watch.fd = -1,
+			 .image.use_fd = -1};
 	struct error err = {0};
 	int r;
 

@@ -49,8 +49,8 @@ int op_exec(struct shim *s, struct conn *c, json_t *req, int fd, struct error *e
 	if (r < 0)
 		return r;
 	const char *const *envp = env ? env : (const char *const *)s->default_env;
-	if (!cwd)
-		cwd = s->spec.workdir;
+	if (!cwd) /* the image's WorkingDir, else the workdir */
+		cwd = s->spec.cwd ? s->spec.cwd : s->spec.workdir;
 	size_t bytes = strv_bytes(argv) + strv_bytes(envp) + strlen(cwd) + 1;
 	if (bytes > SERVE_SPAWN_BYTES_MAX)
 		return error_set(err, E2BIG, "command, env and cwd: %zu bytes, above %d", bytes,

@@ -112,6 +112,7 @@ struct shim {
 	bool paused;
 	bool networked; /* its link is made (at start, or by op_network at a claim) */
 	struct spec_network net;
+	struct spec_image image;      /* the spec's image, if it has one: its use held */
 	bool park;		      /* a pooled sandbox whose link is made ahead (sandbox.json) */
 	struct nethelper_park parked; /* that link, until op_network hands it out */
 	struct shim_source parked_watch; /* a copy of its helper's output, watched meanwhile */

@@ -93,7 +93,7 @@ static int load_files(json_t *files, struct attempt *a, struct error *err)
 
 int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *err)
 {
-	*a = (struct attempt){0};
+	*a = (struct attempt){.image.use_fd = -1};
 	spec_init(&a->spec);
 	_cleanup_json_ json_t *root = supervise_read_json(dirfd, LAYOUT_ATTEMPT_JSON, err);
 	if (!root)
@@ -108,6 +108,11 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	snprintf(a->task_id, sizeof(a->task_id), "%s", id);
 	a->attempt = (uint32_t)json_integer_value(attempt);
 	spec_json_limits(json_object_get(spec, "limits"), &a->spec);
+	/* dir is <state>/tasks/<id>/attempt-<N> (attempt.h): the store is <state>/images */
+	char state_dir[PATH_MAX];
+	snprintf(state_dir, sizeof(state_dir), "%s/../../..", dir);
+	if ((r = spec_json_image(spec, state_dir, &a->image, &a->spec, err)) < 0)
+		return r;
 	snprintf(a->network_log, sizeof(a->network_log), "%s/%s", dir, LAYOUT_NETWORK_LOG);
 	/* the task's secrets, kept beside its attempts until it ends */
 	char secrets[PATH_MAX];
@@ -156,6 +161,7 @@ void attempt_release(struct attempt *a)
 {
 	spec_release(&a->spec);
 	spec_network_release(&a->net);
+	spec_image_release(&a->image);
 	for (char **p = a->argv; p && *p; p++)
 		free(*p);
 	free(a->argv);
@@ -165,7 +171,7 @@ void attempt_release(struct attempt *a)
 		free((char *)a->files[i].data);
 	}
 	free(a->files);
-	*a = (struct attempt){0};
+	*a = (struct attempt){.image.use_fd = -1};
 }
 
 static const char *end_name(const struct sandbox_result *r)

@@ -47,6 +47,7 @@ struct attempt {
 	char progress_fifo[1024];
 	struct volume volumes[2];
 	struct spec_network net; /* the spec's network, if it has one */
+	struct spec_image image; /* the spec's image, if it has one: its use held */
 	char network_log[1024];	 /* the relay's refusals (allow mode) */
 };
 

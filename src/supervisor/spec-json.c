@@ -2,6 +2,7 @@
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
+#include "image/store.h"
 #include "runtime/nethelper.h"
 
 #include <errno.h>
@@ -64,6 +65,43 @@ int spec_json_env(const json_t *env, size_t extra, const char *where, char ***re
 	}
 	*ret = v;
 	return 0;
+}
+
+int spec_json_image(const json_t *spec, const char *state_dir, struct spec_image *img,
+		    struct spec *s, struct error *err)
+{
+	img->use_fd = -1;
+	img->tree[0] = img->cwd[0] = '\0';
+	json_t *image = json_object_get(spec, "image");
+	const char *user = json_string_value(json_object_get(spec, "user"));
+	const char *cwd = json_string_value(json_object_get(spec, "cwd"));
+	if (!image)
+		return user || cwd ? error_set(err, EINVAL, "spec: user and cwd need an image") : 0;
+	const char *config = json_string_value(json_object_get(image, "config"));
+	if (!config || !image_digest_is_valid(config))
+		return error_set(err, EINVAL, "spec.image: no config digest");
+	if (user && strcmp(user, "root") != 0)
+		return error_set(err, EINVAL, "spec.user: '%s' is not root", user);
+	if (cwd && (cwd[0] != '/' || strlen(cwd) >= sizeof(img->cwd)))
+		return error_set(err, EINVAL, "spec.cwd: not an absolute path");
+	int r = image_use_begin(state_dir, config, &img->use_fd, err);
+	if (r < 0)
+		return r;
+	/* the tree by its open fd: what is mounted is what is held */
+	snprintf(img->tree, sizeof(img->tree), "/proc/self/fd/%d", img->use_fd);
+	s->image_tree = img->tree;
+	s->user = user ? SPEC_USER_ROOT : SPEC_USER_SANDBOX;
+	if (cwd) {
+		snprintf(img->cwd, sizeof(img->cwd), "%s", cwd);
+		s->cwd = img->cwd;
+	}
+	return 0;
+}
+
+void spec_image_release(struct spec_image *img)
+{
+	image_use_end(img->use_fd);
+	img->use_fd = -1;
 }
 
 char **strv_free(char **v)

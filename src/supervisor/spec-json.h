@@ -8,6 +8,10 @@
  *	          absent or non-positive values are the defaults
  *	"env":    {"KEY": "value", ...}
  *	"network": {"mode": "none" | "open" | "allow", ...}
+ *	"image":  {"name": "python:3.12-slim", "digest": "sha256:...",
+ *	           "config": "sha256:..."}: the image the API resolved
+ *	"user":   "root" (only with an image; absent: the sandbox user)
+ *	"cwd":    the image's WorkingDir, absolute (absent: the workdir)
  */
 #ifndef AGENTBOX_SUPERVISOR_SPEC_JSON_H
 #define AGENTBOX_SUPERVISOR_SPEC_JSON_H
@@ -99,6 +103,27 @@ int spec_network_bytes(const struct spec_network *net, pid_t init_pid, uint64_t 
 
 /* Free net's strings; net is zeroed. A relay started goes with its launcher. */
 void spec_network_release(struct spec_network *net);
+
+/* A spec's image (spec_json_image()): a use of its tree, held. */
+struct spec_image {
+	int use_fd;	 /* image_use_begin()'s; -1: no image */
+	char tree[4096]; /* the tree's path: s->image_tree points here */
+	char cwd[4096];	 /* s->cwd points here when the spec has one */
+};
+
+/*
+ * The spec's "image", "user" and "cwd" (above) into s: for an image, a
+ * use of its tree begins (image/store.h's image_use_begin() under
+ * state_dir, the daemon's state directory) and lasts until
+ * spec_image_release() or this process's end, so that the image cannot
+ * be removed while the sandbox lives; s->image_tree, s->user and s->cwd
+ * point into img, which must outlive s. Without an image img->use_fd is
+ * -1 and s is unchanged. 0, -ENOENT (the image was removed since the
+ * API resolved it) or -EINVAL with err.
+ */
+int spec_json_image(const json_t *spec, const char *state_dir, struct spec_image *img,
+		    struct spec *s, struct error *err);
+void spec_image_release(struct spec_image *img);
 
 /* Free a NULL-terminated array of strings and the strings. NULL. */
 char **strv_free(char **v);

@@ -1578,11 +1578,11 @@ static void test_exec(void **state)
 	assert_true(is_false(x, "truncated"));
 	reply_free(&rep);
 
-	/* the defaults: /workspace, no env, no stdin, no timeout */
+	/* the defaults: the shim's cwd (none sent), no env, no stdin, no timeout */
 	rep = call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"]}");
 	expect_status(&rep, 200);
 	c = last(f->fl, OP_EXEC_START);
-	assert_string_equal(c->cwd, "/workspace");
+	assert_string_equal(c->cwd, "");
 	assert_string_equal(c->meta, "");
 	assert_string_equal(c->stdin_, "(none)");
 	assert_int_equal(c->value, 0);

@@ -129,7 +129,7 @@ static void test_exec(void **state)
 	exec_request_release(&x);
 	body = "{\"command\":[\"true\"]}";
 	assert_int_equal(exec_request_parse(body, strlen(body), &x, &e), 0);
-	assert_string_equal(x.cwd, "/workspace");
+	assert_string_equal(x.cwd, ""); /* the shim's default: WorkingDir, else /workspace */
 	assert_null(x.stdin_data);
 	assert_null(x.env);
 	assert_int_equal(x.timeout_ms, 0);

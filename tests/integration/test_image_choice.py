@@ -1,0 +1,172 @@
+"""Tasks and sandboxes made of an image of the store ("image" on POST
+/v1/tasks and POST /v1/sandboxes, --image on submit and sandbox create;
+docs/images.md): the image's config gives the defaults (Env, WorkingDir,
+Entrypoint and Cmd), root inside is opt-in ("user": "root"), writes land
+in the sandbox's own upper layer and vanish with it, an image in use is
+not removed, and an unknown image is a 400 naming it.
+
+The images are made here (imagelib.py: busybox-static), imported with
+`agentbox image import`.
+"""
+import os
+import subprocess
+
+import pytest
+
+from conftest import AGENTBOX
+from daemon import Daemon
+from imagelib import busybox_layout
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (image trees are chowned)")
+
+CONFIG = {
+    "Env": ["PATH=/bin", "GREETING=hello", "SHADOWED=image"],
+    "WorkingDir": "/app/",
+    "Cmd": ["/bin/sh", "-c", "echo \"$GREETING $SHADOWED from $(pwd) as $(id -u)\""],
+}
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("image-choice")
+    d = Daemon(tmp).start()
+    layout, config = busybox_layout("busybox:1", CONFIG,
+                                    files={"app/data.txt": "from the image\n"})
+    path = tmp / "busybox.tar"
+    path.write_bytes(layout)
+    cli(d, "image", "import", str(path), "--name", "busybox:1")
+    d.config = config
+    yield d
+    d.stop()
+
+
+def cli(d, *args, check=True, timeout=120):
+    proc = subprocess.run([AGENTBOX, *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, AGENTBOX_HOST=d.socket))
+    if check:
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    return proc
+
+
+def run_task(d, *args):
+    """Submit, wait, and return (the task's JSON, its output)."""
+    tid = cli(d, "submit", *args).stdout.strip()
+    cli(d, "wait", tid, check=False, timeout=180)
+    task = d.task(tid)
+    status, out = d.request("GET", f"/v1/tasks/{tid}/logs")
+    assert status == 200
+    return task, out
+
+
+def tree_of(d):
+    return d.state / "images" / "trees" / d.config.split(":", 1)[1]
+
+
+def snapshot(root):
+    snap = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in ["", *dirnames, *filenames]:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            snap[os.path.relpath(p, root)] = (st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns)
+    return snap
+
+
+def test_a_task_takes_the_images_defaults(daemon):
+    task, out = run_task(daemon, "--image", "busybox:1", "--env", "SHADOWED=request")
+    assert task["status"] == "succeeded", (task, out)
+    # Env beneath the request's env, WorkingDir (its trailing / dropped), Cmd, the sandbox user
+    assert out.strip() == "hello request from /app as 1000"
+    assert task["image"] == {"name": "busybox:1", "digest": task["image"]["digest"],
+                             "config": daemon.config}
+    assert task["cwd"] == "/app" and "user" not in task
+    assert task["command"] == CONFIG["Cmd"]
+
+
+def test_a_command_given_runs_in_the_images_root(daemon):
+    task, out = run_task(daemon, "--image", "busybox:1", "--",
+                         "sh", "-c", "cat /etc/os-release /app/data.txt; echo $GREETING")
+    assert task["status"] == "succeeded", (task, out)
+    assert out == "ID=agentbox-busybox\nfrom the image\nhello\n"
+
+
+def test_root_is_opt_in_and_writes_vanish(daemon):
+    before = snapshot(tree_of(daemon))
+    task, out = run_task(daemon, "--image", "busybox:1", "--user", "root", "--",
+                         "sh", "-c", "id -u; echo mine > /etc/written; cat /etc/written")
+    assert task["status"] == "succeeded", (task, out)
+    assert out == "0\nmine\n"
+    task, out = run_task(daemon, "--image", "busybox:1", "--",
+                         "sh", "-c", "id -u; cat /etc/written 2>&1; echo > /etc/nope 2>&1 || "
+                         "echo refused")
+    assert out.splitlines()[0] == "1000"
+    assert "No such file" in out and "refused" in out, out
+    assert snapshot(tree_of(daemon)) == before
+
+
+def test_sandboxes_of_one_image_do_not_see_each_others_writes(daemon):
+    before = snapshot(tree_of(daemon))
+    a = cli(daemon, "sandbox", "create", "--image", "busybox:1", "--user", "root").stdout.strip()
+    b = cli(daemon, "sandbox", "create", "--image", "busybox:1").stdout.strip()
+    try:
+        # exec starts in the image's WorkingDir, with its Env
+        assert cli(daemon, "exec", a, "--", "sh", "-c",
+                   "pwd; echo $GREETING").stdout == "/app\nhello\n"
+        cli(daemon, "exec", a, "--", "sh", "-c", "echo a > /etc/a-was-here")
+        assert cli(daemon, "exec", a, "--", "cat", "/etc/a-was-here").stdout == "a\n"
+        seen = cli(daemon, "exec", b, "--", "cat", "/etc/a-was-here", check=False)
+        assert seen.returncode != 0 and "No such file" in seen.stderr + seen.stdout
+        # the image in use is not removed
+        rm = cli(daemon, "image", "rm", "busybox:1", check=False)
+        assert rm.returncode != 0 and "image_in_use" in rm.stderr, rm.stderr
+    finally:
+        cli(daemon, "sandbox", "rm", a, b)
+    assert snapshot(tree_of(daemon)) == before
+    assert not any(daemon.state.glob("images/trees/*/etc/a-was-here"))
+
+
+def test_unknown_image_and_bad_fields_are_400s(daemon):
+    for body, field in [
+        ({"command": ["true"], "image": "nosuch:1"}, "image"),
+        ({"command": ["true"], "image": ""}, "image"),
+        ({"command": ["true"], "image": 7}, "image"),
+        ({"command": ["true"], "user": "root"}, "user"),
+        ({"command": ["true"], "image": "busybox:1", "user": "admin"}, "user"),
+        ({"command": ["true"], "image": "busybox:1", "cwd": "relative"}, "cwd"),
+        ({"command": ["true"], "image": {"digest": "sha256:12"}}, "image.digest"),
+        ({"command": ["true"], "image": "busybox:1", "pull": "yes"}, "pull"),
+        ({"image": {"digest": "sha256:" + "0" * 64}}, "image"),
+    ]:
+        for route, b in (("/v1/tasks", body),
+                         ("/v1/sandboxes", {k: v for k, v in body.items() if k != "command"})):
+            status, text = daemon.request("POST", route, b)
+            err = text["error"]
+            assert status == 400 and err["field"] == field, (route, b, status, text)
+    status, text = daemon.request("POST", "/v1/tasks", {"image": "nosuch:1"})
+    assert "nosuch:1" in text["error"]["message"]
+    proc = cli(daemon, "submit", "--image", "nosuch:2", "--", "true", check=False)
+    assert proc.returncode == 125 and "nosuch:2" in proc.stderr
+    # a command is needed when the image has none
+    layout, _ = busybox_layout("nocmd:1", {"Env": ["PATH=/bin"]})
+    path = daemon.state.parent / "nocmd.tar"
+    path.write_bytes(layout)
+    cli(daemon, "image", "import", str(path), "--name", "nocmd:1")
+    status, text = daemon.request("POST", "/v1/tasks", {"image": "nocmd:1"})
+    assert status == 400 and text["error"]["field"] == "command", text
+
+
+def test_the_stored_spec_names_digests_so_a_moved_name_changes_nothing(daemon):
+    tid = cli(daemon, "submit", "--image", "busybox:1", "--", "sleep", "30").stdout.strip()
+    try:
+        spec = daemon.task(tid)
+        # the object form is a valid request too: it resolves to the same image
+        status, text = daemon.request("POST", "/v1/sandboxes",
+                                      {"image": spec["image"]})
+        assert status == 201, text
+        sid = text["id"]
+        cli(daemon, "sandbox", "rm", sid)
+        bad = dict(spec["image"], config="sha256:" + "1" * 64)
+        status, text = daemon.request("POST", "/v1/sandboxes", {"image": bad})
+        assert status == 400 and text["error"]["field"] == "image.config", text
+    finally:
+        cli(daemon, "cancel", tid, check=False)
