@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 static int check_digest(json_t *obj, const char *key, bool required, struct api_error *e)
@@ -176,64 +177,66 @@ static int default_command(json_t *spec, const struct image_config *cfg, struct 
 }
 
 /* Look the image up: by its digest (the object form) or by what the request names. */
-static int lookup(struct api_call *c, json_t *image, struct image_info *info,
-		  struct image_manifest *m, struct image_config *cfg)
+static int lookup(struct image_store *store, json_t *image, struct image_info *info,
+		  struct image_manifest *m, struct image_config *cfg, struct api_error *e)
 {
 	const char *ref = json_is_string(image)
 			      ? json_string_value(image)
 			      : json_string_value(json_object_get(image, "digest"));
 	struct error err = {0};
-	int r = image_inspect(c->ctx->images, ref, info, m, cfg, &err);
+	int r = image_inspect(store, ref, info, m, cfg, &err);
 	if (r == -ENOENT)
-		return INVALID(c->err, "image",
+		return INVALID(e, "image",
 			       "no image %s in the store: pull or import it first (agentbox image "
 			       "pull, agentbox image import)",
 			       ref);
 	if (r == -EINVAL)
-		return INVALID(c->err, "image", "image %s: %s", ref, err.msg);
+		return INVALID(e, "image", "image %s: %s", ref, err.msg);
 	if (r < 0)
-		return r == -ENOMEM ? r : api_error_internal(c->err, -r, err.msg);
+		return r == -ENOMEM ? r : api_error_internal(e, -r, err.msg);
 	const char *config = json_string_value(json_object_get(image, "config"));
 	if (config && strcmp(config, info->config_digest) != 0) {
 		image_manifest_release(m);
 		image_config_release(cfg);
-		return INVALID(c->err, "image.config", "image %s has config %s, not %s", ref,
+		return INVALID(e, "image.config", "image %s has config %s, not %s", ref,
 			       info->config_digest, config);
 	}
 	return 0;
 }
 
-int api_image_apply(struct api_call *c, char **spec_json, bool task, bool *ret_image)
+int image_choice_apply(struct image_store *store, char **spec_json, bool task,
+		       struct image_choice *ret, struct api_error *e)
 {
 	const char *raw;
 	size_t rawlen;
-	if (ret_image)
-		*ret_image = false;
+	*ret = (struct image_choice){0};
 	if (json_member_raw(*spec_json, "image", &raw, &rawlen) != 0)
 		return 0; /* the host's /usr, as before */
-	if (!c->ctx->images)
-		return api_error_internal(c->err, EIO, "the daemon has no image store");
+	if (!store)
+		return api_error_internal(e, EIO, "the daemon has no image store");
 	json_t *spec = json_loads(*spec_json, 0, NULL);
 	if (!spec)
 		return -ENOMEM;
 	struct image_info info;
 	struct image_manifest m;
 	struct image_config cfg;
-	int r = lookup(c, json_object_get(spec, "image"), &info, &m, &cfg);
+	int r = lookup(store, json_object_get(spec, "image"), &info, &m, &cfg, e);
 	if (r < 0) {
 		json_decref(spec);
 		return r;
 	}
+	/* as an image's pool makes its sandboxes: its defaults alone */
+	bool poolable = !json_object_get(spec, "user") && !json_object_get(spec, "cwd");
 	json_t *chosen =
 	    json_pack("{s:s, s:s, s:s}", "name", info.name[0] ? info.name : info.digest, "digest",
 		      info.digest, "config", info.config_digest);
 	r = chosen && json_object_set_new(spec, "image", chosen) == 0 ? 0 : -ENOMEM;
 	if (r == 0)
-		r = merge_env(spec, &cfg, c->err);
+		r = merge_env(spec, &cfg, e);
 	if (r == 0)
-		r = default_cwd(spec, &cfg, c->err);
+		r = default_cwd(spec, &cfg, e);
 	if (r == 0 && task)
-		r = default_command(spec, &cfg, c->err);
+		r = default_command(spec, &cfg, e);
 	(void)json_object_del(spec, "pull");
 	image_manifest_release(&m);
 	image_config_release(&cfg);
@@ -248,7 +251,16 @@ int api_image_apply(struct api_call *c, char **spec_json, bool task, bool *ret_i
 		}
 	}
 	json_decref(spec);
-	if (r == 0 && ret_image)
-		*ret_image = true;
+	if (r == 0) {
+		ret->image = true;
+		ret->poolable = poolable;
+		snprintf(ret->config, sizeof(ret->config), "%s", info.config_digest);
+	}
 	return r;
+}
+
+int api_image_apply(struct api_call *c, char **spec_json, bool task, struct image_choice *ret)
+{
+	struct image_choice ignored;
+	return image_choice_apply(c->ctx->images, spec_json, task, ret ? ret : &ignored, c->err);
 }

@@ -33,6 +33,7 @@
 #include <stddef.h>
 
 struct api_call;
+struct image_store;
 
 /*
  * Check root's "image" (a ref string of 1 to IMAGE_REF_MAX - 1 bytes, or
@@ -44,14 +45,25 @@ struct api_call;
  */
 int image_fields_parse(json_t *root, json_t *out, bool *ret_image, struct api_error *e);
 
+/* What api_image_apply() found. */
+struct image_choice {
+	bool image;	 /* the spec names an image */
+	bool poolable;	 /* ... as an image's pool makes them: the sandbox user, its WorkingDir */
+	char config[80]; /* its config's digest ("sha256:<hex>"), when image */
+};
+
 /*
- * Resolve *spec_json's image (when it has one) against the store, and
- * apply its config's defaults (above); task: a task's spec (the command
- * may come from the image), else a sandbox's. *spec_json is replaced
- * (the caller owns the new one), *ret_image (may be NULL) says whether
- * it has an image. An image not in the store is invalid_field "image",
- * naming it. 0, -EINVAL with c->err, -EIO, or -ENOMEM.
+ * Resolve *spec_json's image (when it has one) against store, and apply
+ * its config's defaults (above); task: a task's spec (the command may
+ * come from the image), else a sandbox's. *spec_json is replaced (the
+ * caller owns the new one); *ret says what was found. An image not in
+ * the store is invalid_field "image", naming it. 0, -EINVAL with e
+ * (-EIO: an internal error in e), or -ENOMEM.
  */
-int api_image_apply(struct api_call *c, char **spec_json, bool task, bool *ret_image);
+int image_choice_apply(struct image_store *store, char **spec_json, bool task,
+		       struct image_choice *ret, struct api_error *e);
+
+/* image_choice_apply() with the call's store and error; ret may be NULL. */
+int api_image_apply(struct api_call *c, char **spec_json, bool task, struct image_choice *ret);
 
 #endif

@@ -261,7 +261,7 @@ int api_sandboxes_create(struct api_call *c)
 	int r = sandbox_request_parse(c->req->body, c->req->body_len, &sr, c->err);
 	if (r < 0)
 		return r;
-	bool image = false;
+	struct image_choice image;
 	if ((r = api_image_apply(c, &sr.spec_json, false, &image)) < 0 ||
 	    (r = api_check_host_limits(c, sr.memory_bytes, sr.disk_bytes, 0, sr.pids)) < 0 ||
 	    (r = api_call_limits(c, c->who.tenant, &limit)) < 0 ||
@@ -277,17 +277,19 @@ int api_sandboxes_create(struct api_call *c)
 		return -EIO;
 	}
 	enum quota_id over = QUOTA_COUNT;
-	struct fleet_spec spec = {.spec_json = sr.spec_json,
-				  .metadata_json = sr.metadata_json,
-				  .timeout_ms = sr.timeout_ms,
-				  /* a pooled sandbox is of the host's /usr */
-				  .default_limits = sr.default_limits && !image,
-				  .memory_bytes = sr.memory_bytes,
-				  .secrets_json = sr.secrets_json,
-				  .network = sr.network != EGRESS_NONE,
-				  .tenant = c->who.tenant,
-				  .quota = &limit,
-				  .over = &over};
+	struct fleet_spec spec = {
+	    .spec_json = sr.spec_json,
+	    .metadata_json = sr.metadata_json,
+	    .timeout_ms = sr.timeout_ms,
+	    /* the default pool's, or its image's (agentboxd --pool IMAGE=N) */
+	    .default_limits = sr.default_limits && (!image.image || image.poolable),
+	    .pool_image = image.image ? image.config : NULL,
+	    .memory_bytes = sr.memory_bytes,
+	    .secrets_json = sr.secrets_json,
+	    .network = sr.network != EGRESS_NONE,
+	    .tenant = c->who.tenant,
+	    .quota = &limit,
+	    .over = &over};
 	struct sandbox_record s = {0};
 	struct error err = {0};
 	r = ops->create(c->ctx->fleet, c->ctx->store, &spec, c->now, &s, &err);

@@ -127,8 +127,13 @@ struct daemon_config {
 	const char *supervisor_path;
 	const char *shim_path;
 	unsigned max_running;
-	unsigned pool_size;	     /* warm sandboxes kept ready */
-	int pool_network;	     /* more, with their link parked (fleet.h); -1: pool_size */
+	unsigned pool_size; /* warm sandboxes kept ready */
+	int pool_network;   /* more, with their link parked (fleet.h); -1: pool_size */
+	struct {
+		const char *ref; /* --pool IMAGE=N: the image, as given */
+		unsigned size;
+	} image_pools[FLEET_IMAGE_POOLS_MAX];
+	size_t nimage_pools;
 	struct api_host_limits host; /* the most one sandbox or task may ask for */
 	unsigned sandboxes_max;	     /* handed out at once; 0 = DAEMON_SANDBOXES_MAX */
 	uint64_t sandbox_memory_max; /* their memory limits together; 0 = twice the host's */
@@ -277,5 +282,20 @@ int listen_unix(const char *path, struct error *err);
 int listen_tcp(const char *spec, bool tls, bool insecure, struct error *err);
 /* What listen_tcp() would refuse of spec, without a socket: for the options. */
 int listen_tcp_check(const char *spec, bool tls, bool insecure, struct error *err);
+
+/*
+ * --pool IMAGE=N (image-pools.c): arg split in place at its last '=' and
+ * kept in d->cfg.image_pools (the last N of an IMAGE given twice counts).
+ * 0, or -1 with the message printed.
+ */
+int daemon_pool_image_option(struct daemon *d, char *arg);
+
+/*
+ * The images' pools of d->cfg, into pools (as many): each image resolved
+ * in d->images as a create of {"image": IMAGE} would be, its spec
+ * malloc'd (the caller frees them). An image the store lacks is -EINVAL
+ * with err naming it: the daemon does not start.
+ */
+int daemon_image_pools(struct daemon *d, struct fleet_image_pool *pools, struct error *err);
 
 #endif

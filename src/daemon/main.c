@@ -88,6 +88,9 @@ static const char usage_text[] =
     "  --max-queued N     tasks waiting at once (default 10000); more: 503\n"
     "  --pool N           interactive sandboxes kept ready with the default limits\n"
     "                     (default 2 per CPU, at most 64; 0 = none)\n"
+    "  --pool IMAGE=N     N more of the store's IMAGE (name:tag or digest), for\n"
+    "                     creates of that image as its defaults ask (at most 64\n"
+    "                     each; repeatable, up to 16 images)\n"
     "  --pool-network N   more of them with their network link made ahead, for\n"
     "                     creates with a network, once one has asked for it\n"
     "                     (default: as many as --pool; at most 64; 0 = none)\n"
@@ -165,7 +168,8 @@ struct run {
 	pthread_t sched_tid;
 	bool sched_started;
 	char *default_spec; /* the canonical spec of the default limits (the pool's) */
-	char *egress_json;  /* the host's egress settings, for launchers (sched.h) */
+	struct fleet_image_pool image_pools[FLEET_IMAGE_POOLS_MAX]; /* their specs are ours */
+	char *egress_json; /* the host's egress settings, for launchers (sched.h) */
 	struct listener *unix_l, *tcp_l;
 	struct stat sock_st; /* our socket file, to remove only that one */
 };
@@ -227,6 +231,11 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			d->cfg.shim_path = optarg;
 			break;
 		case 'P':
+			if (strchr(optarg, '=')) {
+				if (daemon_pool_image_option(d, optarg) < 0)
+					return 2;
+				break;
+			}
 			if (parse_u64(optarg, &v) < 0 || v > FLEET_POOL_MAX) {
 				fprintf(stderr, "agentboxd: --pool: '%s' is not 0..%d\n", optarg,
 					FLEET_POOL_MAX);
@@ -656,6 +665,9 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 	json_decref(egress);
 	if (!run->egress_json)
 		return error_set(err, ENOMEM, "out of memory");
+	if ((r = image_store_open(d->cfg.state_dir, &d->images, err)) < 0 ||
+	    (r = daemon_image_pools(d, run->image_pools, err)) < 0)
+		return r;
 	struct fleet_config fc = {.state_dir = d->cfg.state_dir,
 				  .shim_path = d->cfg.shim_path,
 				  .db_path = d->db_path,
@@ -665,13 +677,14 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 				  .pool_network = d->cfg.pool_network < 0
 						      ? d->cfg.pool_size
 						      : (unsigned)d->cfg.pool_network,
+				  .image_pools = run->image_pools,
+				  .nimage_pools = d->cfg.nimage_pools,
 				  .link_mode = daemon_link_mode,
 				  .sandboxes_max = d->cfg.sandboxes_max,
 				  .memory_max = d->cfg.sandbox_memory_max,
 				  .log = log_line};
 	if ((r = fleet_new(&fc, &d->fleet, err)) < 0 ||
-	    (r = fleet_recover(d->fleet, run->sched_store, err)) < 0 ||
-	    (r = image_store_open(d->cfg.state_dir, &d->images, err)) < 0)
+	    (r = fleet_recover(d->fleet, run->sched_store, err)) < 0)
 		return r;
 	/* after the fleet: tasks' memory counts against the sandboxes' total */
 	struct sched_config sc = {.state_dir = d->cfg.state_dir,
@@ -766,6 +779,8 @@ static void stop(struct daemon *d, struct run *run)
 	store_pool_release(&d->pool);
 	daemon_rate_stop(d);
 	free(run->default_spec);
+	for (size_t i = 0; i < FLEET_IMAGE_POOLS_MAX; i++)
+		free((char *)run->image_pools[i].spec_json);
 	free(run->egress_json);
 	daemon_tls_release(&d->cfg.tls);
 }

@@ -18,6 +18,7 @@ struct member {
 	bool pooled;	 /* in the pool, not handed out yet */
 	bool parked;	 /* pooled with a parked link: handed out only with a network */
 	bool ending;	 /* a delete is waiting for it: the keeper leaves it alone */
+	char image[80];	 /* its image's config digest, from its spec; "": none */
 	uint64_t memory; /* its memory limit (admission) */
 	/* whose it is once handed out ("" while pooled), and what it holds of
 	 * that tenant's quotas: one sandbox, its memory, CPUs and disk */
@@ -81,6 +82,8 @@ int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_ki
 		     const char *spec_json, const char *tenant);
 /* What a canonical spec's limits take of a tenant's quotas: memory, CPUs, disk. */
 void fleet_spec_amounts(const char *spec_json, struct quota *ret);
+/* A canonical spec's image's config digest ("sha256:..."), or "" without one, into buf. */
+void fleet_spec_image(const char *spec_json, char *buf, size_t size);
 /* With f->lock held: what tenant holds now (every quota but tasks_queued and timeout_s). */
 void fleet_tenant_held(const struct fleet *f, const char *tenant, struct quota *ret);
 /* With f->lock held: count amounts against tenant (0, or -ENOMEM), or stop counting them. */

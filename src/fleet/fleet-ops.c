@@ -52,19 +52,22 @@ static int store_failed(int r, const char *id, struct error *err)
 }
 
 /*
- * Take a pooled sandbox, if one is ready: for a sandbox with a network,
+ * Take a pooled sandbox of image (a config digest; "": the default
+ * pool's), if one is ready: for a sandbox with a network,
  * one whose link is parked, else any; for one without, never such one
  * (its eth0 would show, and taking the link back costs more than
  * a sandbox made now).
  */
-static bool take_pooled(struct fleet *f, bool network, const char *tenant, char id[SANDBOX_ID_SIZE])
+static bool take_pooled(struct fleet *f, bool network, const char *image, const char *tenant,
+			char id[SANDBOX_ID_SIZE])
 {
 	bool got = false;
 	pthread_mutex_lock(&f->lock);
 	for (int pass = network ? 0 : 1; pass < 2 && !got; pass++) {
 		for (size_t i = 0; i < f->n && !got; i++) {
 			struct member *m = &f->m[i];
-			if (m->pooled && m->parked == (pass == 0) && fleet_shim_alive(m->lock_fd)) {
+			if (m->pooled && m->parked == (pass == 0) && strcmp(m->image, image) == 0 &&
+			    fleet_shim_alive(m->lock_fd)) {
 				m->pooled = m->parked = false;
 				memcpy(id, m->id, SANDBOX_ID_SIZE);
 				snprintf(m->tenant, sizeof(m->tenant), "%s", tenant);
@@ -285,7 +288,8 @@ static int create(struct fleet *f, struct store *st, const struct fleet_spec *sp
 	bool network = spec->network;
 	if (network && spec->default_limits && !spec->secrets_json)
 		atomic_store(&f->network_used, true); /* from now on the keeper parks links too */
-	while (spec->default_limits && !spec->secrets_json && take_pooled(f, network, tenant, id)) {
+	while (spec->default_limits && !spec->secrets_json &&
+	       take_pooled(f, network, spec->pool_image ? spec->pool_image : "", tenant, id)) {
 		if ((r = claim_pooled(f, st, id, spec, now, err)) == 0)
 			return fleet_get_live(f, st, id, false, ret, err);
 		/* that one was no good: it ends, and the next is tried */

@@ -21,19 +21,40 @@
 
 /* ---- the pool and the keeper ------------------------------------------- */
 
-static int make_pooled(struct fleet *f, struct store *st, enum fleet_kind kind)
+/*
+ * The pools the keeper fills, in this order: slot 0 the default pool
+ * (FLEET_POOLED), slot 1 its parked links (FLEET_PARKED), slot 2 + i
+ * cfg.image_pools[i] (FLEET_POOLED, of that image).
+ */
+#define SLOT_PLAIN  0
+#define SLOT_PARKED 1
+#define SLOT_IMAGE  2
+
+static enum fleet_kind slot_kind(size_t slot)
 {
+	return slot == SLOT_PARKED ? FLEET_PARKED : FLEET_POOLED;
+}
+
+static const char *slot_spec(const struct fleet *f, size_t slot)
+{
+	return slot >= SLOT_IMAGE ? f->cfg.image_pools[slot - SLOT_IMAGE].spec_json
+				  : f->cfg.default_spec_json;
+}
+
+static int make_pooled(struct fleet *f, struct store *st, size_t slot)
+{
+	enum fleet_kind kind = slot_kind(slot);
+	const char *spec_json = slot_spec(f, slot);
 	struct sandbox_record s = {
 	    .tenant = TENANT_DEFAULT, .status = SANDBOX_POOLED, .created_at = fleet_now(f)};
 	struct error err = {0};
 	if (sandbox_id_new(s.id) < 0)
 		return -EIO;
-	s.spec_json = (char *)f->cfg.default_spec_json;
+	s.spec_json = (char *)spec_json;
 	s.metadata_json = (char *)"{}";
 	int r = store_sandbox_insert(st, &s, &err);
 	if (r == 0)
-		r = fleet_start_shim(f, s.id, NULL, f->cfg.default_spec_json, "{}", NULL, 0, kind,
-				     &err);
+		r = fleet_start_shim(f, s.id, NULL, spec_json, "{}", NULL, 0, kind, &err);
 	if (r < 0) {
 		fleet_log(f, "warm pool: %s", err.msg);
 		(void)store_sandbox_delete(st, s.id, &err);
@@ -50,36 +71,48 @@ static int64_t monotonic_ms(void)
 }
 
 /*
- * The kind of pooled sandbox the pool is short of, of those ok (a bit per
- * kind): FLEET_POOLED first, then FLEET_PARKED (once a sandbox has asked
- * for a network: a daemon whose sandboxes have none never touches the
- * host's network), or FLEET_HANDED_OUT when neither is short.
+ * The slot (above) the pool is short of, of those ok (a bit per slot):
+ * the default pool first, then its parked links (once a sandbox has
+ * asked for a network: a daemon whose sandboxes have none never touches
+ * the host's network), then the images' pools; -1 when none is short.
  */
-#define KIND_BIT(k) (1u << (k))
-static enum fleet_kind pool_short(struct fleet *f, unsigned ok)
+#define SLOT_BIT(k) (1ull << (k))
+static int pool_short(struct fleet *f, uint64_t ok)
 {
-	unsigned plain = 0, parked = 0;
+	unsigned count[SLOT_IMAGE + FLEET_IMAGE_POOLS_MAX] = {0};
 	pthread_mutex_lock(&f->lock);
 	for (size_t i = 0; i < f->n; i++) {
-		plain += f->m[i].pooled && !f->m[i].parked;
-		parked += f->m[i].pooled && f->m[i].parked;
+		const struct member *m = &f->m[i];
+		if (!m->pooled)
+			continue;
+		if (!m->image[0]) {
+			count[m->parked ? SLOT_PARKED : SLOT_PLAIN]++;
+			continue;
+		}
+		for (size_t k = 0; k < f->cfg.nimage_pools; k++)
+			if (strcmp(m->image, f->cfg.image_pools[k].config) == 0)
+				count[SLOT_IMAGE + k]++;
 	}
 	pthread_mutex_unlock(&f->lock);
-	if ((ok & KIND_BIT(FLEET_POOLED)) && plain < f->cfg.pool_size)
-		return FLEET_POOLED;
-	if ((ok & KIND_BIT(FLEET_PARKED)) && atomic_load(&f->network_used) &&
-	    parked < f->cfg.pool_network)
-		return FLEET_PARKED;
-	return FLEET_HANDED_OUT;
+	if ((ok & SLOT_BIT(SLOT_PLAIN)) && count[SLOT_PLAIN] < f->cfg.pool_size)
+		return SLOT_PLAIN;
+	if ((ok & SLOT_BIT(SLOT_PARKED)) && atomic_load(&f->network_used) &&
+	    count[SLOT_PARKED] < f->cfg.pool_network)
+		return SLOT_PARKED;
+	for (size_t k = 0; k < f->cfg.nimage_pools; k++)
+		if ((ok & SLOT_BIT(SLOT_IMAGE + k)) &&
+		    count[SLOT_IMAGE + k] < f->cfg.image_pools[k].size)
+			return (int)(SLOT_IMAGE + k);
+	return -1;
 }
 
 /*
  * One round of the keeper: record the ends of the shims that are gone,
- * then make one pooled sandbox of a kind in ok (KIND_BIT()s) if the pool
- * is short of it, its kind into *ret_kind. 1 when one was made, 0 when
+ * then make one pooled sandbox of a slot in ok (SLOT_BIT()s) if the pool
+ * is short of it, its slot into *ret_slot. 1 when one was made, 0 when
  * none was needed (or allowed), -errno when making one failed.
  */
-static int keep(struct fleet *f, struct store *st, unsigned ok, enum fleet_kind *ret_kind)
+static int keep(struct fleet *f, struct store *st, uint64_t ok, int *ret_slot)
 {
 	/* shims that are gone */
 	for (;;) {
@@ -103,10 +136,10 @@ static int keep(struct fleet *f, struct store *st, unsigned ok, enum fleet_kind 
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		; /* shims we started, now gone */
 	/* the pool, one at a time so ends are seen between */
-	enum fleet_kind kind = *ret_kind = f->stopping ? FLEET_HANDED_OUT : pool_short(f, ok);
-	if (kind == FLEET_HANDED_OUT)
+	int slot = *ret_slot = f->stopping ? -1 : pool_short(f, ok);
+	if (slot < 0)
 		return 0;
-	int r = make_pooled(f, st, kind);
+	int r = make_pooled(f, st, (size_t)slot);
 	return r < 0 ? r : 1;
 }
 
@@ -119,27 +152,30 @@ static void *keeper_main(void *arg)
 		fleet_log(f, "sandbox keeper: %s", err.msg);
 		return NULL;
 	}
-	/* a kind of pooled sandbox that cannot be made (a broken shim, no
-	 * memory; agentbox-net missing for parked links) is tried again after
-	 * a pause that doubles up to FLEET_POOL_BACKOFF_MAX_MS, the other kind
-	 * meanwhile as usual, and ends are still recorded every tick */
-	int64_t backoff[FLEET_PARKED + 1] = {0}, next[FLEET_PARKED + 1] = {0};
+	/* a slot whose sandbox cannot be made (a broken shim, no memory;
+	 * agentbox-net missing for parked links; an image's tree gone) is
+	 * tried again after a pause that doubles up to
+	 * FLEET_POOL_BACKOFF_MAX_MS, the others meanwhile as usual, and ends
+	 * are still recorded every tick */
+	int64_t backoff[SLOT_IMAGE + FLEET_IMAGE_POOLS_MAX] = {0};
+	int64_t next[SLOT_IMAGE + FLEET_IMAGE_POOLS_MAX] = {0};
+	size_t slots = SLOT_IMAGE + f->cfg.nimage_pools;
 	while (!f->stopping) {
 		int64_t now = monotonic_ms();
-		unsigned ok = 0;
-		for (enum fleet_kind k = FLEET_POOLED; k <= FLEET_PARKED; k++)
-			ok |= now >= next[k] ? KIND_BIT(k) : 0;
-		enum fleet_kind kind;
-		int r = keep(f, st, ok, &kind);
+		uint64_t ok = 0;
+		for (size_t k = 0; k < slots; k++)
+			ok |= now >= next[k] ? SLOT_BIT(k) : 0;
+		int slot;
+		int r = keep(f, st, ok, &slot);
 		if (r < 0) {
-			backoff[kind] = backoff[kind] ? backoff[kind] * 2 : FLEET_KEEPER_TICK_MS;
-			if (backoff[kind] > FLEET_POOL_BACKOFF_MAX_MS)
-				backoff[kind] = FLEET_POOL_BACKOFF_MAX_MS;
-			next[kind] = now + backoff[kind];
+			backoff[slot] = backoff[slot] ? backoff[slot] * 2 : FLEET_KEEPER_TICK_MS;
+			if (backoff[slot] > FLEET_POOL_BACKOFF_MAX_MS)
+				backoff[slot] = FLEET_POOL_BACKOFF_MAX_MS;
+			next[slot] = now + backoff[slot];
 		} else if (r > 0) {
-			backoff[kind] = 0;
+			backoff[slot] = 0;
 		}
-		if (r <= 0 || pool_short(f, ok) == FLEET_HANDED_OUT)
+		if (r <= 0 || pool_short(f, ok) < 0)
 			usleep(FLEET_KEEPER_TICK_MS * 1000);
 	}
 	store_close(st);

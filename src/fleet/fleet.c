@@ -68,6 +68,10 @@ int fleet_new(const struct fleet_config *cfg, struct fleet **ret, struct error *
 		free(f);
 		return error_set(err, EINVAL, "the fleet needs the default sandbox spec");
 	}
+	if (cfg->nimage_pools > FLEET_IMAGE_POOLS_MAX) {
+		free(f);
+		return error_set(err, E2BIG, "more than %d images' pools", FLEET_IMAGE_POOLS_MAX);
+	}
 	char dir[4200];
 	int r = layout_state_file(dir, sizeof(dir), cfg->state_dir, LAYOUT_SANDBOXES);
 	if (r == 0)
@@ -102,6 +106,15 @@ void fleet_spec_amounts(const char *spec_json, struct quota *ret)
 	json_t *cpus = json_object_get(limits, "cpus"); /* 1, or 1.5 */
 	if (json_is_number(cpus) && json_number_value(cpus) > 0)
 		ret->v[QUOTA_CPUS] = (uint64_t)llround(json_number_value(cpus) * 1000.0);
+	json_decref(spec);
+}
+
+void fleet_spec_image(const char *spec_json, char *buf, size_t size)
+{
+	json_t *spec = spec_json ? json_loads(spec_json, 0, NULL) : NULL;
+	const char *config =
+	    json_string_value(json_object_get(json_object_get(spec, "image"), "config"));
+	snprintf(buf, size, "%s", config ? config : "");
 	json_decref(spec);
 }
 
@@ -155,7 +168,9 @@ int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_ki
 		     const char *spec_json, const char *tenant)
 {
 	struct quota amounts;
+	char image[sizeof(((struct member *)0)->image)];
 	fleet_spec_amounts(spec_json, &amounts);
+	fleet_spec_image(spec_json, image, sizeof(image));
 	amounts.v[QUOTA_SANDBOXES] = 1;
 	pthread_mutex_lock(&f->lock);
 	if (f->n == f->cap) {
@@ -176,6 +191,7 @@ int fleet_add_member(struct fleet *f, const char *id, int lock_fd, enum fleet_ki
 			     .amounts = amounts};
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	snprintf(m->tenant, sizeof(m->tenant), "%s", tenant ? tenant : "");
+	snprintf(m->image, sizeof(m->image), "%s", image);
 	pthread_mutex_unlock(&f->lock);
 	return 0;
 }

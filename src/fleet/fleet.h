@@ -83,6 +83,18 @@
 
 struct fleet;
 
+/*
+ * A warm pool of one image's sandboxes: made with spec_json, and handed
+ * to a create whose fleet_spec.pool_image is config. No link is parked
+ * for them: one with a network gets its link at the claim.
+ */
+#define FLEET_IMAGE_POOLS_MAX 16
+struct fleet_image_pool {
+	char config[80];       /* the image's config digest, "sha256:<hex>" */
+	const char *spec_json; /* the canonical spec: default limits, the image's defaults */
+	unsigned size;
+};
+
 struct fleet_config {
 	const char *state_dir;
 	const char *shim_path;
@@ -94,6 +106,10 @@ struct fleet_config {
 	 * one that a pooled sandbox fits has asked for it (0 = none: such
 	 * creates take a plain pooled sandbox and make its link then). */
 	unsigned pool_network;
+	/* Warm pools of images' sandboxes (agentboxd --pool IMAGE=N), kept
+	 * after the default pool and the parked links; NULL: none. */
+	const struct fleet_image_pool *image_pools;
+	size_t nimage_pools;
 	/* Put a handed-out parked link, host_if, into its mode's group
 	 * (network/link.h): the daemon's, which may. 0 or -errno with err. */
 	int (*link_mode)(const char *host_if, bool allow, struct error *err);
@@ -162,7 +178,11 @@ struct fleet_spec {
 	const char *spec_json;	   /* canonical {"env":{...},"limits":{...}} */
 	const char *metadata_json; /* canonical object */
 	int64_t timeout_ms;
-	bool default_limits;   /* a pooled sandbox fits */
+	bool default_limits; /* a pooled sandbox fits */
+	/* The image's config digest when an image's pool fits (its image, as
+	 * the image's own defaults ask: cwd, the sandbox user); NULL: the
+	 * default pool's (no image) */
+	const char *pool_image;
 	bool network;	       /* a mode other than none: a parked link suits it */
 	uint64_t memory_bytes; /* its memory limit, for admission */
 	/*

@@ -10,6 +10,7 @@ The images are made here (imagelib.py: busybox-static), imported with
 """
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -170,3 +171,58 @@ def test_the_stored_spec_names_digests_so_a_moved_name_changes_nothing(daemon):
         assert status == 400 and text["error"]["field"] == "image.config", text
     finally:
         cli(daemon, "cancel", tid, check=False)
+
+
+def pooled_ids(d):
+    return {p.name for p in (d.state / "sandboxes").iterdir()} \
+        if (d.state / "sandboxes").exists() else set()
+
+
+def test_an_images_pool_serves_its_creates_fresh(tmp_path):
+    """agentboxd --pool IMAGE=N: creates of the image as its defaults ask take one."""
+    d = Daemon(tmp_path).start()
+    layout, _ = busybox_layout("busybox:1", CONFIG, files={"app/data.txt": "from the image\n"})
+    (tmp_path / "busybox.tar").write_bytes(layout)
+    cli(d, "image", "import", str(tmp_path / "busybox.tar"), "--name", "busybox:1")
+    d.stop()
+    d = Daemon(tmp_path, "--pool", "0", "--pool", "busybox:1=2").start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(pooled_ids(d)) < 2:
+            assert time.monotonic() < deadline, "the image's pool never filled"
+            time.sleep(0.05)
+        pool = pooled_ids(d)
+        a = cli(d, "sandbox", "create", "--image", "busybox:1", "--memory", "512m").stdout.strip()
+        assert a in pool
+        # fresh: the image's files, Env and WorkingDir; the claim's env over the image's
+        b = cli(d, "sandbox", "create", "--image", "busybox:1", "--env",
+                "SHADOWED=claim").stdout.strip()
+        assert b in pool and b != a
+        assert cli(d, "exec", b, "--", "sh", "-c", "pwd; echo $GREETING $SHADOWED; "
+                   "cat data.txt").stdout == "/app\nhello claim\nfrom the image\n"
+        # an OOM in a pooled sandbox of the image is reported as one
+        status, oom = d.request("POST", f"/v1/sandboxes/{a}/exec", {
+            "command": ["dd", "if=/dev/zero", "of=/dev/null", "bs=1G", "count=1"]})
+        assert status == 200 and oom["oom_killed"] is True, oom
+        # not as the image's defaults ask (root, another cwd): made on demand
+        c = cli(d, "sandbox", "create", "--image", "busybox:1", "--user", "root").stdout.strip()
+        e = cli(d, "sandbox", "create", "--image", "busybox:1", "--cwd", "/tmp").stdout.strip()
+        assert c not in pool and e not in pool
+        assert cli(d, "exec", e, "--", "pwd").stdout == "/tmp\n"
+        cli(d, "sandbox", "rm", a, b, c, e)
+    finally:
+        d.stop()
+
+
+def test_a_pool_of_an_unknown_image_stops_the_start(tmp_path):
+    d = Daemon(tmp_path, "--pool", "nosuch:1=1")
+    with pytest.raises(AssertionError):
+        d.start()
+    d.log.flush()
+    assert "nosuch:1" in (tmp_path / "agentboxd.log").read_text()
+
+
+def test_a_task_oom_in_an_image_is_reported(daemon):
+    task, out = run_task(daemon, "--image", "busybox:1", "--memory", "64m", "--",
+                         "dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1")
+    assert task["status"] == "oom_killed", (task, out)
