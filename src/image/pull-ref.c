@@ -119,8 +119,11 @@ int image_pull_ref_parse(const char *ref, struct image_pull_ref *ret, struct err
 	/* the name's rules are the store's (and they check the repository's and the tag's) */
 	char norm[IMAGE_REF_MAX];
 	struct error nerr = {0};
-	if (image_ref_normalize(name, norm, sizeof(norm), &nerr) < 0)
-		return error_set(err, EINVAL, "'%s': %s", ref, nerr.msg);
+	if (image_ref_normalize(name, norm, sizeof(norm), &nerr) < 0) {
+		/* its message names the name it was given ("'...': why"): ref's instead */
+		const char *why = strstr(nerr.msg, "': ");
+		return error_set(err, EINVAL, "'%s': %s", ref, why ? why + 3 : nerr.msg);
+	}
 	if (r.tag[0])
 		snprintf(r.name, sizeof(r.name), "%s", norm);
 	*ret = r;

@@ -423,7 +423,7 @@ def test_untrusted_certificate_refused(env):
             "certificate")
 
 
-def test_corrupted_blob_refused_and_nothing_left(env):
+def test_corrupted_or_long_blob_refused_and_nothing_left(env):
     # the registry serves what its storage holds: change a byte of the layer there
     raw = subprocess.run(["skopeo", "inspect", "--raw", "--creds", "alice:alice-pw",
                           "--cert-dir", str(env["base"] / "pki" / "certs.d"),
@@ -435,6 +435,10 @@ def test_corrupted_blob_refused_and_nothing_left(env):
     data.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
     try:
         refused(env, f"{env['b']}/it/corrupt:1", "registry_error", "digest")
+        # longer than its descriptor says: refused before the rest is read
+        data.write_bytes(good + b"\0" * 65536)
+        refused(env, f"{env['b']}/it/corrupt:1", "registry_error",
+                f"more than the {len(good)} bytes")
     finally:
         data.write_bytes(good)
 
