@@ -197,6 +197,9 @@ static int curl_failure(struct pull_http *h, struct req *q, CURLcode c, const ch
 		e = ECONNRESET;
 		break;
 	case CURLE_FILESIZE_EXCEEDED:
+		if (q->ans->status < 200 || q->ans->status > 299)
+			return 1; /* an error answer's body, longer than the blob: its status says
+				   */
 		return error_set(err, EBADMSG,
 				 "registry %s announced more than the %llu bytes its descriptor "
 				 "says",

@@ -2,7 +2,8 @@
  * test-image-pull.c - what a pull reads before it speaks (image/pull.h):
  * references (which registry, repository, tag, digest, and the store's
  * name), a registry's WWW-Authenticate challenge, and --registry-config
- * (its checks, and that its errors never show a credential).
+ * (its checks, and that its errors never show a credential); and the
+ * fuzz corpus replayed (fuzz/fuzz-image-pull.c).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,10 @@
 #include <cmocka.h>
 
 #include "image/pull.h"
+
+/* LLVMFuzzerTestOneInput() and its invariants, for the corpus below */
+#include "corpus-replay.h"
+#include "../../fuzz/fuzz-image-pull.c"
 
 #include <errno.h>
 #include <stdio.h>
@@ -215,12 +220,25 @@ static void test_config(void **state)
 		   "not valid JSON");
 }
 
+static void test_corpus(void **state)
+{
+	(void)state;
+	size_t n = corpus_replay(FUZZ_CORPUS_DIR, 2048, LLVMFuzzerTestOneInput);
+	if (n < 10)
+		fail_msg("only %zu inputs in %s: the corpus went missing", n, FUZZ_CORPUS_DIR);
+	/* and the unit tests' own cases, through the same checks */
+	const char *more[] = {"python:3.12-slim", "Bearer realm=x,service=y", "", "@", ":"};
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		LLVMFuzzerTestOneInput((const uint8_t *)more[i], strlen(more[i]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_refs),
 	    cmocka_unit_test(test_challenges),
 	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_corpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
