@@ -159,6 +159,7 @@ int api_images_import(struct api_call *c); /* never: api_upload_begin() serves i
 int api_images_prune(struct api_call *c);
 int api_image_get(struct api_call *c);
 int api_image_delete(struct api_call *c);
+int api_images_pull(struct api_call *c); /* pull.h, in the request's thread */
 /* The largest archive an import takes (api_ctx.image_import_max, or IMAGE_IMPORT_MAX). */
 uint64_t api_image_import_max(const struct api_ctx *ctx);
 /*

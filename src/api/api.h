@@ -145,6 +145,7 @@ enum api_route_id {
 	API_ROUTE_IMAGES_PRUNE,
 	API_ROUTE_IMAGE_GET,
 	API_ROUTE_IMAGE_DELETE,
+	API_ROUTE_IMAGES_PULL,
 	API_ROUTE_COUNT
 };
 
@@ -349,6 +350,8 @@ struct api_ctx {
 	struct image_store *images;
 	/* The largest archive POST /v1/images/import takes; 0 = IMAGE_IMPORT_MAX. */
 	uint64_t image_import_max;
+	/* POST /v1/images/pull's registries (image/pull.h); NULL = none configured. */
+	const struct image_registries *registries;
 	/* Called after a task was stored as queued (wake the scheduler). */
 	void (*task_submitted)(void *data);
 	/* Called when a running task was asked to cancel (the scheduler kills it). */

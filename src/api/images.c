@@ -7,6 +7,9 @@
  * any principal may list and inspect them, only an admin change them.
  */
 #include "api/api-internal.h"
+#include "api/task-request-internal.h"
+#include "base/json-cleanup.h"
+#include "image/pull.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -189,4 +192,62 @@ int api_image_upload_finish(struct image_store *s, const char *path, const char 
 	json_decref(v);
 	api_json_response(ret, 201, text);
 	return 0;
+}
+
+/* ---- POST /v1/images/pull ------------------------------------------------------ */
+
+static const char *const pull_fields[] = {"ref", "name", NULL};
+
+/* A pull's failure: the registry's (404 not_found, 502 registry_error) or the import's. */
+static int pull_error(struct api_error *e, int r, const struct error *err)
+{
+	switch (r) {
+	case -ENOENT:
+		return api_error_set(e, API_ERR_NOT_FOUND, "ref", "%s", err->msg);
+	case -EACCES:
+	case -EBADMSG:
+	case -EPROTO:
+	case -ECONNREFUSED:
+	case -EHOSTUNREACH:
+	case -ETIMEDOUT:
+	case -ECONNRESET:
+		return api_error_set(e, API_ERR_REGISTRY, NULL, "%s", err->msg);
+	default:
+		return image_error(e, r, err);
+	}
+}
+
+int api_images_pull(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	int r;
+	_cleanup_json_ json_t *root = task_request_load(c->req->body, c->req->body_len, c->err, &r);
+	if (!root)
+		return r;
+	if ((r = task_request_check_unknown(root, "", pull_fields, c->err)) < 0)
+		return r;
+	json_t *ref = json_object_get(root, "ref"), *name = json_object_get(root, "name");
+	struct image_pull_ref parsed;
+	char norm[IMAGE_REF_MAX];
+	struct error err = {0};
+	if (!ref)
+		return api_error_set(
+		    c->err, API_ERR_MISSING_FIELD, "ref",
+		    "ref names the image to pull: [HOST[:PORT]/]REPO[:TAG][@DIGEST]");
+	if (!json_is_string(ref) || strlen(json_string_value(ref)) != json_string_length(ref) ||
+	    image_pull_ref_parse(json_string_value(ref), &parsed, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "ref", "%s",
+				     err.msg[0] ? err.msg : "ref is a string");
+	if (name && (!json_is_string(name) ||
+		     image_ref_normalize(json_string_value(name), norm, sizeof(norm), &err) < 0))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "name", "%s",
+				     err.msg[0] ? err.msg : "name is a string");
+	struct image_info info;
+	r = image_pull(s, c->ctx->registries, json_string_value(ref), name ? norm : NULL, &info,
+		       &err);
+	if (r < 0)
+		return pull_error(c->err, r, &err);
+	return api_respond_json(c, 201, image_json(&info));
 }

@@ -64,6 +64,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_IMAGES_PRUNE, "POST", "/v1/images/prune", ROUTE_ADMIN},
     {API_ROUTE_IMAGE_GET, "GET", "/v1/images/{ref}", 0},
     {API_ROUTE_IMAGE_DELETE, "DELETE", "/v1/images/{ref}", ROUTE_ADMIN},
+    {API_ROUTE_IMAGES_PULL, "POST", "/v1/images/pull", ROUTE_ADMIN | ROUTE_JSON_BODY},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -104,6 +105,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_IMAGES_PRUNE] = api_images_prune,
     [API_ROUTE_IMAGE_GET] = api_image_get,
     [API_ROUTE_IMAGE_DELETE] = api_image_delete,
+    [API_ROUTE_IMAGES_PULL] = api_images_pull,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};

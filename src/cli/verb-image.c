@@ -1,7 +1,7 @@
 /*
  * agentbox image: agentboxd's image store, one subcommand each: import,
- * ls, inspect, rm, prune. Images are the host's: any key may list and
- * inspect them; import, rm and prune are an admin's (an admin key, or
+ * pull, ls, inspect, rm, prune. Images are the host's: any key may list and
+ * inspect them; import, pull, rm and prune are an admin's (an admin key, or
  * root on agentboxd's unix socket).
  */
 #include "base/cleanup.h"
@@ -34,11 +34,12 @@ static const char help[] =
     "usage: agentbox image COMMAND [OPTIONS] ...\n"
     "\n"
     "Images: OCI images kept by agentboxd, each unpacked once into a read-only\n"
-    "tree. import, rm and prune need an admin key ($AGENTBOX_KEY) or root on\n"
-    "agentboxd's unix socket; ls and inspect any key.\n"
+    "tree. import, pull, rm and prune need an admin key ($AGENTBOX_KEY) or\n"
+    "root on agentboxd's unix socket; ls and inspect any key.\n"
     "\n"
     "commands:\n"
     "  import    import an OCI image layout (a tar of one) or a docker save archive\n"
+    "  pull      pull an image from a registry (OCI distribution API)\n"
     "  ls        list images\n"
     "  inspect   show an image: its config, layers and sizes, as JSON\n"
     "  rm        remove images (refused while one is in use)\n"
@@ -271,6 +272,79 @@ static int image_import(int argc, char **argv)
 	return 0;
 }
 
+/* ---- pull ---------------------------------------------------------------------- */
+
+/* Bytes of a reference to pull we send (agentboxd checks it: image/pull.h). */
+#define PULL_REF_ARG_MAX 511
+/* How long a pull may take: agentboxd fetches and unpacks the image meanwhile. */
+#define PULL_ANSWER_TIMEOUT_MS (6 * 60 * 60 * 1000)
+
+static const char pull_help[] =
+    "usage: agentbox image pull [OPTIONS] REF\n"
+    "\n"
+    "Have agentboxd pull image REF from its registry (the OCI distribution API)\n"
+    "and import it, printing its name or, unnamed, its digest. REF is\n"
+    "[HOST[:PORT]/]REPO[:TAG][@sha256:DIGEST]: without a HOST (a first part with\n"
+    "a '.', a ':' or \"localhost\"), Docker Hub (\"debian:12\" is\n"
+    "library/debian:12 there); without a tag or digest, \":latest\". Of an\n"
+    "index, the linux/amd64 image is taken. Every blob is checked against its\n"
+    "digest and size. Credentials, CAs and plain-http registries are agentboxd's\n"
+    "to know: agentboxd --registry-config (docs/images.md).\n"
+    "\n"
+    "options:\n"
+    "  --name REF      the name to give it (default: REF's own, \"debian:12\" or\n"
+    "                  \"HOST:PORT/REPO:TAG\"; a digest alone: unnamed)\n"
+    "  --json          print the image as agentboxd answered\n" CLIENT_HELP_SOCKET "\n"
+    "exit status: 0 pulled; 125 agentbox or agentboxd failed or refused (one\n"
+    "line on stderr, ending in agentboxd's code: (not_found) when the registry\n"
+    "has no such image, (registry_error) when it cannot be reached, refuses the\n"
+    "credentials or answers wrong).\n";
+
+static int image_pull(int argc, char **argv)
+{
+	const char *verb = "image pull";
+	struct opts o;
+	int rc = parse_options(verb, pull_help, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_fail("%s: give one REF (see agentbox %s --help)", verb, verb);
+	const char *ref = argv[optind];
+	if (!*ref || strlen(ref) > PULL_REF_ARG_MAX)
+		return cli_fail("%s: a REF has 1 to %d bytes", verb, PULL_REF_ARG_MAX);
+	if (o.name && (rc = check_ref(verb, o.name)) != 0)
+		return rc;
+	_cleanup_json_ json_t *body = json_pack("{s:s}", "ref", ref);
+	if (body && o.name && json_object_set_new(body, "name", json_string(o.name)) < 0)
+		json_decref(TAKE_PTR(body));
+	if (!body)
+		return cli_fail("%s: out of memory", verb);
+	struct client_request req = {
+	    .method = "POST",
+	    .target = "/v1/images/pull",
+	    .json = body,
+	    .read_timeout_ms = PULL_ANSWER_TIMEOUT_MS,
+	};
+	struct error err = {0};
+	struct client c;
+	_cleanup_json_ json_t *image = NULL;
+	int r = client_init(&c, o.socket_path, &err);
+	if (r == 0)
+		r = client_request(&c, &req, &image, &err);
+	client_release(&c);
+	if (r < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	if (o.json)
+		return print_json(verb, image);
+	const char *name = json_string_value(json_object_get(image, "name"));
+	const char *digest = json_string_value(json_object_get(image, "digest"));
+	if (!name && !digest)
+		return cli_fail("%s: agentboxd's answer has no name or digest", verb);
+	if (cli_print_text(name ? name : digest) < 0)
+		return cli_fail("%s: cannot write the output", verb);
+	return 0;
+}
+
 /* ---- ls ------------------------------------------------------------------------ */
 
 static const char ls_help[] =
@@ -445,9 +519,12 @@ static int image_prune(int argc, char **argv)
 int verb_image(int argc, char **argv)
 {
 	static const struct verb commands[] = {
-	    {"import", "import an image", image_import},	  {"ls", "list images", image_ls},
-	    {"inspect", "show an image", image_inspect},	  {"rm", "remove images", image_rm},
+	    {"import", "import an image", image_import},
+	    {"ls", "list images", image_ls},
+	    {"inspect", "show an image", image_inspect},
+	    {"rm", "remove images", image_rm},
 	    {"prune", "remove what no image names", image_prune},
+	    {"pull", "pull an image from a registry", image_pull},
 	};
 	return cli_dispatch("image", help, commands, ELEMENTSOF(commands), argc, argv);
 }

@@ -146,6 +146,7 @@ struct daemon_config {
 	size_t audit_rows;	     /* --audit-rows (0: API_AUDIT_ROWS_DEFAULT) */
 	struct quota quota_defaults; /* --tenant-quota: every tenant's, where its own do not say */
 	const char *egress_cacert;   /* --egress-cacert FILE, or NULL: the host's CAs */
+	const char *registry_config; /* --registry-config FILE (image/pull.h), or NULL */
 	/* --rate, --rate-burst, --auth-fail-rate, --auth-fail-burst (rate 0: no limit;
 	 * burst 0: DAEMON_RATE_BURST_FACTOR times the rate) */
 	uint32_t rate, rate_burst, auth_fail_rate, auth_fail_burst;
@@ -165,7 +166,9 @@ struct daemon {
 	int wake_fd;		    /* eventfd: the scheduler's doorbell */
 	struct fleet *fleet;	    /* the interactive sandboxes (fleet/fleet.h) */
 	struct image_store *images; /* the image store (image/store.h) */
-	struct sched *sched;	    /* the scheduler, driven by its own thread */
+	/* --registry-config's registries (image/pull.h), read at start; never NULL then */
+	struct image_registries *registries;
+	struct sched *sched; /* the scheduler, driven by its own thread */
 	volatile int stopping;
 	atomic_size_t bodies; /* bytes of request bodies held now (DAEMON_BODIES_MAX_MB) */
 	struct api_rate rate; /* its tables: daemon_rate_start() */

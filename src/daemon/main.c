@@ -28,6 +28,7 @@
 #include "base/parse.h"
 #include "core/layout.h"
 #include "core/limits.h"
+#include "image/pull.h"
 #include "image/store.h"
 #include "sched/sched.h"
 
@@ -60,7 +61,7 @@ static const char usage_text[] =
     "                 [--tls-cert FILE --tls-key FILE]] [--max-running N]\n"
     "                 [--pool N] [--pool-network N]\n"
     "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
-    "                 [--audit-rows N]\n"
+    "                 [--audit-rows N] [--registry-config FILE]\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
     "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
@@ -111,6 +112,9 @@ static const char usage_text[] =
     "                     resolved with (default: the host's /etc/resolv.conf)\n"
     "  --egress-cacert FILE  the CAs (PEM) that the servers given secrets must have\n"
     "                     certificates from (default: the host's trusted CAs)\n"
+    "  --registry-config FILE  the registries `agentbox image pull` may need to be\n"
+    "                     configured for: credentials, a CA, plain http (JSON;\n"
+    "                     docs/images.md); read once at start\n"
     "  --rate N           requests a second each API key (or --socket-user) is\n"
     "                     served; more: 429 rate_limited (default 100; 0 = no limit)\n"
     "  --rate-burst N     requests a key may make at once (default: twice --rate)\n"
@@ -195,6 +199,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"allow-cidr", required_argument, NULL, 'C'},
 	    {"resolver", required_argument, NULL, 'R'},
 	    {"egress-cacert", required_argument, NULL, 'A'},
+	    {"registry-config", required_argument, NULL, 'G'},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"tenant-quota", required_argument, NULL, 'q'},
@@ -424,6 +429,9 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			}
 			d->cfg.egress_cacert = optarg;
 			break;
+		case 'G':
+			d->cfg.registry_config = optarg;
+			break;
 		case 'r':
 		case 'b':
 		case 'f':
@@ -451,6 +459,9 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 		return fprintf(stderr, "agentboxd: --state-dir must be absolute\n"), 2;
 	struct error err = {0};
 	if (daemon_tls_configure(&d->cfg, &err) < 0)
+		return fprintf(stderr, "agentboxd: %s\n", err.msg), 2;
+	/* read once, here, before any thread (it starts libcurl) */
+	if (image_registries_load(d->cfg.registry_config, &d->registries, &err) < 0)
 		return fprintf(stderr, "agentboxd: %s\n", err.msg), 2;
 	if (d->cfg.listen && listen_tcp_check(d->cfg.listen, d->cfg.tls.cert != NULL,
 					      d->cfg.insecure_listen, &err) < 0)
@@ -762,6 +773,7 @@ static void stop(struct daemon *d, struct run *run)
 		pthread_join(run->sched_tid, NULL);
 	fleet_free(d->fleet); /* sandboxes go on under their shims */
 	image_store_free(d->images);
+	image_registries_free(d->registries);
 	/* a running task may not have made its link yet: any task alive keeps the table */
 	uint64_t queued = 1, running = 1;
 	struct error err = {0};
