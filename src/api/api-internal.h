@@ -157,6 +157,14 @@ int api_files_delete(struct api_call *c);
 int api_images_list(struct api_call *c);
 int api_images_import(struct api_call *c); /* never: api_upload_begin() serves it */
 int api_images_prune(struct api_call *c);
+/*
+ * A pull's failure (image/pull.h) as an API error: the registry has no
+ * such image (missing, naming field: 404 not_found for the pull route,
+ * 400 invalid_field "image" for a create's "pull"), the registry failed
+ * (502 registry_error), or the import refused it. -EINVAL or -EIO.
+ */
+int api_image_pull_error(struct api_error *e, int r, const struct error *err,
+			 enum api_error_code missing, const char *field);
 int api_image_get(struct api_call *c);
 int api_image_delete(struct api_call *c);
 int api_images_pull(struct api_call *c); /* pull.h, in the request's thread */

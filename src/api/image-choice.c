@@ -8,6 +8,7 @@
 #include "api/api-internal.h"
 #include "api/task-request-internal.h"
 #include "core/limits.h"
+#include "image/pull.h"
 #include "image/store.h"
 
 #include <errno.h>
@@ -177,14 +178,21 @@ static int default_command(json_t *spec, const struct image_config *cfg, struct 
 }
 
 /* Look the image up: by its digest (the object form) or by what the request names. */
-static int lookup(struct image_store *store, json_t *image, struct image_info *info,
-		  struct image_manifest *m, struct image_config *cfg, struct api_error *e)
+static int lookup(struct image_store *store, const struct image_registries *regs, bool pull,
+		  json_t *image, struct image_info *info, struct image_manifest *m,
+		  struct image_config *cfg, struct api_error *e)
 {
 	const char *ref = json_is_string(image)
 			      ? json_string_value(image)
 			      : json_string_value(json_object_get(image, "digest"));
 	struct error err = {0};
 	int r = image_inspect(store, ref, info, m, cfg, &err);
+	if (r == -ENOENT && pull && json_is_string(image)) {
+		struct image_info pulled;
+		if ((r = image_pull(store, regs, ref, NULL, &pulled, &err)) < 0)
+			return api_image_pull_error(e, r, &err, API_ERR_INVALID_FIELD, "image");
+		r = image_inspect(store, pulled.digest, info, m, cfg, &err);
+	}
 	if (r == -ENOENT)
 		return INVALID(e, "image",
 			       "no image %s in the store: pull or import it first (agentbox image "
@@ -204,8 +212,8 @@ static int lookup(struct image_store *store, json_t *image, struct image_info *i
 	return 0;
 }
 
-int image_choice_apply(struct image_store *store, char **spec_json, bool task,
-		       struct image_choice *ret, struct api_error *e)
+int image_choice_apply(struct image_store *store, const struct image_registries *regs,
+		       char **spec_json, bool task, struct image_choice *ret, struct api_error *e)
 {
 	const char *raw;
 	size_t rawlen;
@@ -220,7 +228,8 @@ int image_choice_apply(struct image_store *store, char **spec_json, bool task,
 	struct image_info info;
 	struct image_manifest m;
 	struct image_config cfg;
-	int r = lookup(store, json_object_get(spec, "image"), &info, &m, &cfg, e);
+	int r = lookup(store, regs, json_is_true(json_object_get(spec, "pull")),
+		       json_object_get(spec, "image"), &info, &m, &cfg, e);
 	if (r < 0) {
 		json_decref(spec);
 		return r;
@@ -262,5 +271,6 @@ int image_choice_apply(struct image_store *store, char **spec_json, bool task,
 int api_image_apply(struct api_call *c, char **spec_json, bool task, struct image_choice *ret)
 {
 	struct image_choice ignored;
-	return image_choice_apply(c->ctx->images, spec_json, task, ret ? ret : &ignored, c->err);
+	return image_choice_apply(c->ctx->images, c->ctx->registries, spec_json, task,
+				  ret ? ret : &ignored, c->err);
 }

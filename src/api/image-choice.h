@@ -34,6 +34,7 @@
 
 struct api_call;
 struct image_store;
+struct image_registries;
 
 /*
  * Check root's "image" (a ref string of 1 to IMAGE_REF_MAX - 1 bytes, or
@@ -57,11 +58,13 @@ struct image_choice {
  * its config's defaults (above); task: a task's spec (the command may
  * come from the image), else a sandbox's. *spec_json is replaced (the
  * caller owns the new one); *ret says what was found. An image not in
- * the store is invalid_field "image", naming it. 0, -EINVAL with e
+ * the store is invalid_field "image", naming it, unless the spec has
+ * "pull": true: then it is pulled first (image/pull.h, with regs), in
+ * the caller's thread. 0, -EINVAL with e
  * (-EIO: an internal error in e), or -ENOMEM.
  */
-int image_choice_apply(struct image_store *store, char **spec_json, bool task,
-		       struct image_choice *ret, struct api_error *e);
+int image_choice_apply(struct image_store *store, const struct image_registries *regs,
+		       char **spec_json, bool task, struct image_choice *ret, struct api_error *e);
 
 /* image_choice_apply() with the call's store and error; ret may be NULL. */
 int api_image_apply(struct api_call *c, char **spec_json, bool task, struct image_choice *ret);

@@ -198,12 +198,12 @@ int api_image_upload_finish(struct image_store *s, const char *path, const char 
 
 static const char *const pull_fields[] = {"ref", "name", NULL};
 
-/* A pull's failure: the registry's (404 not_found, 502 registry_error) or the import's. */
-static int pull_error(struct api_error *e, int r, const struct error *err)
+int api_image_pull_error(struct api_error *e, int r, const struct error *err,
+			 enum api_error_code missing, const char *field)
 {
 	switch (r) {
 	case -ENOENT:
-		return api_error_set(e, API_ERR_NOT_FOUND, "ref", "%s", err->msg);
+		return api_error_set(e, missing, field, "%s", err->msg);
 	case -EACCES:
 	case -EBADMSG:
 	case -EPROTO:
@@ -248,6 +248,6 @@ int api_images_pull(struct api_call *c)
 	r = image_pull(s, c->ctx->registries, json_string_value(ref), name ? norm : NULL, &info,
 		       &err);
 	if (r < 0)
-		return pull_error(c->err, r, &err);
+		return api_image_pull_error(c->err, r, &err, API_ERR_NOT_FOUND, "ref");
 	return api_respond_json(c, 201, image_json(&info));
 }

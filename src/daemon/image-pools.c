@@ -60,7 +60,7 @@ int daemon_image_pools(struct daemon *d, struct fleet_image_pool *pools, struct 
 		int r = text ? sandbox_request_parse(text, strlen(text), &sr, &e) : -ENOMEM;
 		free(text);
 		if (r == 0)
-			r = image_choice_apply(d->images, &sr.spec_json, false, &choice, &e);
+			r = image_choice_apply(d->images, NULL, &sr.spec_json, false, &choice, &e);
 		if (r < 0) {
 			sandbox_request_release(&sr);
 			return r == -ENOMEM

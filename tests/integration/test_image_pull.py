@@ -464,3 +464,26 @@ def test_registry_config_checked_at_start(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "registry r.example: cacert" in proc.stderr and "s3cret-pw" not in proc.stderr
+
+
+def test_a_create_with_pull_pulls_first(env):
+    """"pull": true on a create: an image the store lacks is pulled, then used."""
+    d = env["d"]
+    ref = f"{env['b']}/it/oncreate:1"
+    push(oci_layout(env["base"] / "img-oncreate", "oncreate"), ref, "alice:alice-pw",
+         env["base"] / "pki" / "certs.d")
+    status, body = d.request("POST", "/v1/sandboxes", {"image": ref})
+    assert status == 400 and body["error"]["field"] == "image", body
+    assert ref in body["error"]["message"]
+    status, body = d.request("POST", "/v1/sandboxes", {"image": ref, "pull": True}, timeout=120)
+    assert status == 201, body
+    assert body["image"]["name"] == ref
+    assert tree_file(env, ref, "etc/who") == "oncreate\n"
+    status, _ = d.request("DELETE", f"/v1/sandboxes/{body['id']}")
+    assert status in (200, 204)
+    # a tag the registry lacks: the field at fault is the image
+    status, body = d.request("POST", "/v1/tasks", {"command": ["true"], "pull": True,
+                                                   "image": f"{env['b']}/it/oncreate:nope"},
+                             timeout=120)
+    assert status == 400 and body["error"]["field"] == "image", body
+    assert entries(env, "tmp") == []
