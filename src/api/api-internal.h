@@ -159,6 +159,8 @@ int api_images_import(struct api_call *c); /* never: api_upload_begin() serves i
 int api_images_prune(struct api_call *c);
 int api_image_get(struct api_call *c);
 int api_image_delete(struct api_call *c);
+/* GET /v1/images/{ref}/export: the image as an OCI layout tar, a file answer. */
+int api_image_export(struct api_call *c);
 /* The largest archive an import takes (api_ctx.image_import_max, or IMAGE_IMPORT_MAX). */
 uint64_t api_image_import_max(const struct api_ctx *ctx);
 /*
