@@ -6,7 +6,8 @@
  * image it imports; the new image's tree, owners and config; a layer
  * past its limits, or a file not the sandbox's, refused with nothing
  * left; an export imported again into another store gives the same
- * manifest digest. Runs as root (trees are chowned, whiteouts are
+ * manifest digest; and the markers a real overlayfs (userxattr, as the
+ * runtime mounts it) writes in its upper. Runs as root (trees are chowned, whiteouts are
  * character devices, trusted.* xattrs); skipped otherwise.
  */
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -524,6 +526,82 @@ static void test_export_imports_back(void **state)
 	close(out);
 }
 
+/* ---- a real overlay ------------------------------------------------------------ */
+
+static void in_dir(const char *dir, const char *name, char *out, size_t size)
+{
+	snprintf(out, size, "%s/%s", dir, name);
+}
+
+/*
+ * The runtime's overlay (userxattr) over the base's tree, changed through
+ * the mount: the kernel's own whiteout and opaque directory in the upper.
+ * The lower is not id-mapped here: copied-up directories keep the image's
+ * host ids, so the commit's id base is IMAGE_ID_BASE.
+ */
+static void test_commit_real_overlay(void **state)
+{
+	struct fx *f = *state;
+	char data[128], lower[640], opts[1024], p[256];
+	snprintf(data, sizeof(data), "%s/ovl", f->state);
+	assert_int_equal(mkdir(data, 0755), 0);
+	assert_int_equal(mount("tmpfs", data, "tmpfs", 0, "size=16m"), 0);
+	const char *dirs[] = {"upper", "work", "mnt"};
+	for (size_t i = 0; i < 3; i++) {
+		in_dir(data, dirs[i], p, sizeof(p));
+		assert_int_equal(mkdir(p, 0755), 0);
+	}
+	tree_path(f, &f->base, "", lower, sizeof(lower));
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr",
+		 lower, data, data);
+	char mnt[160], upper[160];
+	in_dir(data, "mnt", mnt, sizeof(mnt));
+	in_dir(data, "upper", upper, sizeof(upper));
+	if (mount("overlay", mnt, "overlay", 0, opts) < 0) {
+		int e = errno;
+		umount2(data, MNT_DETACH);
+		if (e == ENODEV || e == EINVAL)
+			skip(); /* no overlayfs, or no userxattr (before Linux 5.11) */
+		fail_msg("mount overlay: %s", strerror(e));
+	}
+	in_dir(mnt, "etc/gone", p, sizeof(p));
+	assert_int_equal(unlink(p), 0); /* a whiteout */
+	in_dir(mnt, "opt/a", p, sizeof(p));
+	assert_int_equal(unlink(p), 0);
+	in_dir(mnt, "opt/b", p, sizeof(p));
+	assert_int_equal(unlink(p), 0);
+	in_dir(mnt, "opt", p, sizeof(p));
+	assert_int_equal(rmdir(p), 0);
+	assert_int_equal(mkdir(p, 0755), 0); /* a new, opaque, directory */
+	assert_int_equal(chown(p, IMAGE_ID_BASE, IMAGE_ID_BASE), 0);
+	write_at(mnt, "opt/c", "c", 1);
+	in_dir(mnt, "opt/c", p, sizeof(p));
+	assert_int_equal(chown(p, IMAGE_ID_BASE + 7, IMAGE_ID_BASE + 7), 0);
+	write_at(mnt, "etc/who", "changed", 7); /* a copy-up */
+	assert_int_equal(umount2(mnt, 0), 0);
+	char v[4] = "";
+	in_dir(upper, "opt", p, sizeof(p));
+	assert_int_equal(getxattr(p, "user.overlay.opaque", v, sizeof(v)), 1);
+
+	int fd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	struct image_info ni;
+	struct image_commit_stats st;
+	int r = image_commit(f->s, "base:1", fd, IMAGE_ID_BASE, "real:1", NULL, &ni, &st, &f->err);
+	close(fd);
+	umount2(data, MNT_DETACH);
+	if (r < 0)
+		fail_msg("image_commit: %d %s", r, f->err.msg);
+	assert_int_equal(st.whiteouts, 2);
+	struct stat sb;
+	assert_false(tree_has(f, &ni, "etc/gone"));
+	assert_false(tree_has(f, &ni, "opt/a"));
+	assert_tree_file(f, &ni, "opt/c", "c", &sb);
+	assert_int_equal(sb.st_uid, IMAGE_ID_BASE + 7);
+	assert_tree_file(f, &ni, "etc/who", "changed", &sb);
+	assert_tree_file(f, &ni, "keep/x", "x", &sb);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -535,6 +613,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_commit_upper, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_commit_refusals_leave_nothing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_export_imports_back, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_commit_real_overlay, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
