@@ -52,7 +52,7 @@ struct walk {
 	const struct image_commit_opts *lim;
 	struct image_commit_stats *st;
 	struct seen *seen;
-	size_t nseen, seen_cap;
+	size_t nseen, seen_cap;	       /* an open-addressed table: seen_cap a power of 2 */
 	char path[IMAGE_PATH_MAX + 1]; /* the entry's, relative to the upper */
 	char *block;
 	struct error *err;
@@ -229,27 +229,46 @@ static int refuse_lossy(struct walk *w, int fd)
 	return 0;
 }
 
-/* The first path of a regular file met again (the same inode), or NULL; noted otherwise. */
+static size_t seen_slot(const struct walk *w, dev_t dev, ino_t ino)
+{
+	uint64_t h =
+	    ((uint64_t)dev * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)ino * 0xff51afd7ed558ccdULL);
+	size_t i = (size_t)(h ^ (h >> 29)) & (w->seen_cap - 1);
+	while (w->seen[i].path && !(w->seen[i].dev == dev && w->seen[i].ino == ino))
+		i = (i + 1) & (w->seen_cap - 1);
+	return i;
+}
+
+/*
+ * The first path of a regular file met again (the same inode) into *ret,
+ * or NULL when it is new (then noted). An open-addressed table, kept at
+ * most half full: as many links as the entries' limit cost no quadratic walk.
+ */
 static int seen_lookup(struct walk *w, const struct stat *st, const char **ret)
 {
 	*ret = NULL;
-	for (size_t i = 0; i < w->nseen; i++)
-		if (w->seen[i].dev == st->st_dev && w->seen[i].ino == st->st_ino) {
-			*ret = w->seen[i].path;
-			return 0;
-		}
-	if (w->nseen == w->seen_cap) {
-		size_t cap = w->seen_cap ? 2 * w->seen_cap : 16;
-		void *v = realloc(w->seen, cap * sizeof(*w->seen));
-		if (!v)
+	if (w->seen_cap && w->seen[seen_slot(w, st->st_dev, st->st_ino)].path) {
+		*ret = w->seen[seen_slot(w, st->st_dev, st->st_ino)].path;
+		return 0;
+	}
+	if (2 * (w->nseen + 1) > w->seen_cap) {
+		struct seen *old = w->seen;
+		size_t old_cap = w->seen_cap;
+		w->seen_cap = old_cap ? 2 * old_cap : 64;
+		if (!(w->seen = calloc(w->seen_cap, sizeof(*w->seen)))) {
+			w->seen = old, w->seen_cap = old_cap;
 			return error_set(w->err, ENOMEM, "out of memory");
-		w->seen = v;
-		w->seen_cap = cap;
+		}
+		for (size_t i = 0; i < old_cap; i++)
+			if (old[i].path)
+				w->seen[seen_slot(w, old[i].dev, old[i].ino)] = old[i];
+		free(old);
 	}
 	char *p = strdup(w->path);
 	if (!p)
 		return error_set(w->err, ENOMEM, "out of memory");
-	w->seen[w->nseen++] = (struct seen){st->st_dev, st->st_ino, p};
+	w->seen[seen_slot(w, st->st_dev, st->st_ino)] = (struct seen){st->st_dev, st->st_ino, p};
+	w->nseen++;
 	return 0;
 }
 
@@ -450,7 +469,7 @@ int commit_layer_write(int upper_fd, uid_t id_base, const struct image_commit_op
 		ret->size = w.size;
 	}
 	writers_free(&w);
-	for (size_t i = 0; i < w.nseen; i++)
+	for (size_t i = 0; i < w.seen_cap; i++)
 		free(w.seen[i].path);
 	free(w.seen);
 	free(w.block);

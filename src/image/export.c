@@ -61,9 +61,9 @@ static int blob_add(struct export *x, int blobsfd, const struct image_descriptor
 				 d->digest, (unsigned long long)b->size,
 				 (unsigned long long)d->size);
 	*total += b->size;
-	if (*total > IMAGE_EXPORT_MAX - (1ULL << 20))
+	if (*total > IMAGE_BLOBS_MAX) /* and the tar's own: IMAGE_EXPORT_MAX */
 		return error_set(err, EFBIG, "the image's blobs are larger than %llu bytes",
-				 (unsigned long long)(IMAGE_EXPORT_MAX - (1ULL << 20)));
+				 (unsigned long long)IMAGE_BLOBS_MAX);
 	return 0;
 }
 
