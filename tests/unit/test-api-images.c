@@ -327,6 +327,17 @@ static void test_export(void **state)
 	r = call(f, f->admin, "GET", "/v1/images/team/none:1/export");
 	assert_int_equal(r.status, 404);
 	json_decref(r.json);
+	/* the word ends the path: "export" alone is an image's name; a DELETE is not an export */
+	struct api_match m;
+	api_route_match("GET", "/v1/images/export", &m);
+	assert_int_equal(m.route->id, API_ROUTE_IMAGE_GET);
+	api_route_match("GET", "/v1/images/a/b:1/export", &m);
+	assert_int_equal(m.route->id, API_ROUTE_IMAGE_EXPORT);
+	assert_int_equal(m.param_len, 5);
+	assert_memory_equal(m.param, "a/b:1", 5);
+	api_route_match("DELETE", "/v1/images/a/export", &m);
+	assert_int_equal(m.route->id, API_ROUTE_IMAGE_DELETE);
+	assert_int_equal(m.param_len, 8);
 
 	struct api_request req = {
 	    .method = "GET", .path = "/v1/images/team/tool:1/export", .authorization = f->admin};
