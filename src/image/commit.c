@@ -23,6 +23,8 @@
 #define COMMIT_CREATED_BY "agentbox commit"
 #define COMMIT_LAYER_MT	  "application/vnd.oci.image.layer.v1.tar+gzip"
 #define COMMIT_TEMP	  "commit-XXXXXX"
+/* Docker's name for a gzip'd layer: the same bytes as OCI's COMMIT_LAYER_MT */
+#define DOCKER_LAYER_GZIP_MT "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
 /* The temporary layout: tmp/commit-*, its blobs/sha256. */
 struct staging {
@@ -200,6 +202,10 @@ static int staging_manifest(struct staging *st, const struct image_manifest *bas
 	if (!layers)
 		return error_set(err, ENOMEM, "out of memory");
 	memcpy(layers, base->layers, base->nlayers * sizeof(*layers));
+	for (size_t i = 0; i < base->nlayers; i++) /* an OCI manifest names OCI's types */
+		if (strcmp(layers[i].media_type, DOCKER_LAYER_GZIP_MT) == 0)
+			snprintf(layers[i].media_type, sizeof(layers[i].media_type),
+				 COMMIT_LAYER_MT);
 	layers[base->nlayers] = *layer;
 	m.layers = layers;
 	_cleanup_free_ char *text = NULL;

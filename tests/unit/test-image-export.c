@@ -63,7 +63,8 @@ static void test_export_imports_back(void **state)
 	image_store_free(s2);
 
 	/* an image that is not there */
-	out = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/none.tar", f->state);
+	out = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	assert_int_equal(image_export(f->s, "nope:1", out, NULL, &f->err), -ENOENT);
 	close(out);
 }
