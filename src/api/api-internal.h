@@ -168,6 +168,8 @@ int api_image_pull_error(struct api_error *e, int r, const struct error *err,
 int api_image_get(struct api_call *c);
 int api_image_delete(struct api_call *c);
 int api_images_pull(struct api_call *c); /* pull.h, in the request's thread */
+/* GET /v1/images/{ref}/export: the image as an OCI layout tar, a file answer. */
+int api_image_export(struct api_call *c);
 /* The largest archive an import takes (api_ctx.image_import_max, or IMAGE_IMPORT_MAX). */
 uint64_t api_image_import_max(const struct api_ctx *ctx);
 /*

@@ -1,7 +1,9 @@
 /*
  * images.c - the image routes over the image store (image/store.h):
  * GET /v1/images, GET and DELETE /v1/images/{ref}, POST
- * /v1/images/prune, and POST /v1/images/import, whose body (an archive)
+ * /v1/images/prune, GET /v1/images/{ref}/export (the image as an OCI
+ * layout tar, written to an unlinked temporary of the store and answered
+ * from its fd), and POST /v1/images/import, whose body (an archive)
  * the server streams into a temporary file of the store (an upload,
  * api.h) before it is imported. Images are the host's, not a tenant's:
  * any principal may list and inspect them, only an admin change them.
@@ -10,10 +12,13 @@
 #include "api/task-request-internal.h"
 #include "base/json-cleanup.h"
 #include "image/pull.h"
+#include "image/commit.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The store, or an internal error. */
@@ -149,6 +154,31 @@ int api_images_prune(struct api_call *c)
 	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "images_removed", (json_int_t)st.images,
 		      "blobs_removed", (json_int_t)st.blobs, "trees_removed", (json_int_t)st.trees,
 		      "bytes_freed", (json_int_t)st.bytes, "in_use", (json_int_t)st.busy));
+}
+
+int api_image_export(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	char path[PATH_MAX];
+	int fd = -1;
+	struct error err = {0};
+	if (image_store_tmp(s, path, sizeof(path), &fd, &err) < 0)
+		return api_error_internal(c->err, err.code, err.msg);
+	(void)unlink(path); /* its fd keeps it until the answer is sent; a crash leaves nothing */
+	struct stat st;
+	int r = image_export(s, c->ref, fd, NULL, &err);
+	if (r == 0 && (lseek(fd, 0, SEEK_SET) < 0 || fstat(fd, &st) < 0))
+		r = error_set_errno(&err, errno, "the export's temporary file");
+	if (r < 0) {
+		close(fd);
+		return image_error(c->err, r, &err);
+	}
+	struct api_response *res = api_respond_kind(c, 200, "application/x-tar", API_RESPONSE_FILE);
+	res->fd = fd;
+	res->size = (uint64_t)st.st_size;
+	return 0;
 }
 
 int api_images_import(struct api_call *c)

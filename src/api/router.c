@@ -62,6 +62,8 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_IMAGES_LIST, "GET", "/v1/images", 0},
     {API_ROUTE_IMAGES_IMPORT, "POST", "/v1/images/import", ROUTE_ADMIN | API_ROUTE_RAW_BODY},
     {API_ROUTE_IMAGES_PRUNE, "POST", "/v1/images/prune", ROUTE_ADMIN},
+    /* before GET {ref}: ".../NAME/export" is an export (write the name with its tag) */
+    {API_ROUTE_IMAGE_EXPORT, "GET", "/v1/images/{ref}/export", ROUTE_ADMIN},
     {API_ROUTE_IMAGE_GET, "GET", "/v1/images/{ref}", 0},
     {API_ROUTE_IMAGE_DELETE, "DELETE", "/v1/images/{ref}", ROUTE_ADMIN},
     {API_ROUTE_IMAGES_PULL, "POST", "/v1/images/pull", ROUTE_ADMIN | ROUTE_JSON_BODY},
@@ -106,6 +108,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_IMAGE_GET] = api_image_get,
     [API_ROUTE_IMAGE_DELETE] = api_image_delete,
     [API_ROUTE_IMAGES_PULL] = api_images_pull,
+    [API_ROUTE_IMAGE_EXPORT] = api_image_export,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};
@@ -135,7 +138,8 @@ const struct api_route *api_routes(size_t *ret_n)
 /*
  * Does path fit pattern? A "{id}" segment's match goes to *param; a
  * "{ref}", which ends a pattern, matches the rest of the path, slashes
- * and all (an image's name has them: "library/debian:12").
+ * and all (an image's name has them: "library/debian:12"); "{ref}/WORD"
+ * matches it when the path ends in "/WORD", the ref being what is before.
  */
 static bool pattern_matches(const char *pattern, const char *path, const char **param,
 			    size_t *param_len, const char **param2, size_t *param2_len)
@@ -147,11 +151,12 @@ static bool pattern_matches(const char *pattern, const char *path, const char **
 		if (*p++ != '/' || *s++ != '/')
 			return false;
 		size_t plen = strcspn(p, "/"), slen = strcspn(s, "/");
-		if (plen == 5 && memcmp(p, "{ref}", 5) == 0 && p[5] == '\0') {
-			if (slen == 0)
+		if (plen == 5 && memcmp(p, "{ref}", 5) == 0 && (p[5] == '\0' || p[5] == '/')) {
+			size_t rest = strlen(s), tail = strlen(p + 5);
+			if (slen == 0 || rest <= tail || strcmp(s + rest - tail, p + 5) != 0)
 				return false;
 			*param = s;
-			*param_len = strlen(s);
+			*param_len = rest - tail;
 			return true;
 		}
 		if (plen == 4 && memcmp(p, "{id}", 4) == 0) {
@@ -277,7 +282,8 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 			return api_error_set(c->err, API_ERR_INVALID_ID, NULL, "not a %s",
 					     key ? "key id: 12 of 0-9 a-z without i, l, o, u"
 						 : "tenant's name: a-z, 0-9 and '-'");
-	} else if (m->param && (id == API_ROUTE_IMAGE_GET || id == API_ROUTE_IMAGE_DELETE)) {
+	} else if (m->param && (id == API_ROUTE_IMAGE_GET || id == API_ROUTE_IMAGE_DELETE ||
+				id == API_ROUTE_IMAGE_EXPORT)) {
 		char norm[IMAGE_REF_MAX];
 		struct error rerr = {0};
 		if (m->param_len >= sizeof(c->ref))

@@ -1,8 +1,8 @@
 /*
  * agentbox image: agentboxd's image store, one subcommand each: import,
- * pull, ls, inspect, rm, prune. Images are the host's: any key may list and
- * inspect them; import, pull, rm and prune are an admin's (an admin key, or
- * root on agentboxd's unix socket).
+ * pull, export, ls, inspect, rm, prune. Images are the host's: any key may
+ * list and inspect them; import, pull, export, rm and prune are an admin's
+ * (an admin key, or root on agentboxd's unix socket).
  */
 #include "base/cleanup.h"
 #include "base/fileio.h"
@@ -15,6 +15,9 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,17 +32,20 @@ extern char **environ;
 #define IMAGE_REF_ARG_MAX 255
 /* How long an import may take once its archive is sent: agentboxd unpacks it meanwhile. */
 #define IMPORT_ANSWER_TIMEOUT_MS (60 * 60 * 1000)
+/* The most an export may send: agentboxd's IMAGE_EXPORT_MAX (image/commit.h). */
+#define EXPORT_MAX ((16ULL << 30) + (1ULL << 20))
 
 static const char help[] =
     "usage: agentbox image COMMAND [OPTIONS] ...\n"
     "\n"
     "Images: OCI images kept by agentboxd, each unpacked once into a read-only\n"
-    "tree. import, pull, rm and prune need an admin key ($AGENTBOX_KEY) or\n"
+    "tree. import, pull, export, rm and prune need an admin key ($AGENTBOX_KEY) or\n"
     "root on agentboxd's unix socket; ls and inspect any key.\n"
     "\n"
     "commands:\n"
     "  import    import an OCI image layout (a tar of one) or a docker save archive\n"
     "  pull      pull an image from a registry (OCI distribution API)\n"
+    "  export    write an image out as an OCI image layout tar\n"
     "  ls        list images\n"
     "  inspect   show an image: its config, layers and sizes, as JSON\n"
     "  rm        remove images (refused while one is in use)\n"
@@ -56,14 +62,19 @@ static const char help[] =
 enum { OPT_JSON = CLI_OPT_VERB, OPT_NAME };
 
 static const struct option options[] = {
-    {"json", no_argument, NULL, OPT_JSON}, {"name", required_argument, NULL, OPT_NAME},
-    {"quiet", no_argument, NULL, 'q'},	   {"socket", required_argument, NULL, CLI_OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},	   {0},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"output", required_argument, NULL, 'o'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
+    {"help", no_argument, NULL, 'h'},
+    {0},
 };
 
 struct opts {
 	const char *socket_path; /* NULL = not given */
 	const char *name;	 /* import --name */
+	const char *output;	 /* export -o */
 	bool json, quiet;
 };
 
@@ -75,13 +86,16 @@ static int parse_options(const char *verb, const char *help_text, int argc, char
 	int opt;
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":qh", options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":qho:", options, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			fputs(help_text, stdout);
 			return 0;
 		case 'q':
 			o->quiet = true;
+			break;
+		case 'o':
+			o->output = optarg;
 			break;
 		case OPT_JSON:
 			o->json = true;
@@ -345,6 +359,132 @@ static int image_pull(int argc, char **argv)
 	return 0;
 }
 
+/* ---- export ------------------------------------------------------------------ */
+
+static const char export_help[] =
+    "usage: agentbox image export [OPTIONS] REF\n"
+    "\n"
+    "Write image REF as an OCI image layout in a tar: oci-layout, index.json\n"
+    "(its manifest, named with org.opencontainers.image.ref.name when the\n"
+    "image has a name) and blobs/sha256/ (its manifest, config and layers, as\n"
+    "agentboxd keeps them). `skopeo inspect oci-archive:FILE` reads it, and\n"
+    "`agentbox image import FILE` of it gives the same digest. agentboxd\n"
+    "writes the whole tar on its own disk before it sends the first byte.\n" HELP_REF "\n"
+    "options:\n"
+    "  -o, --output FILE  write it to FILE (made beside it, then renamed: no\n"
+    "                     half-written FILE); default standard output, when\n"
+    "                     that is not a terminal\n" CLIENT_HELP_SOCKET "\n"
+    "exit status: 0 written; 125 agentbox or agentboxd failed or refused (one\n"
+    "line on stderr; e.g. (not_found)).\n";
+
+/* The temporary file of an export, removed if a signal ends us before its rename. */
+static char export_tmp[PATH_MAX + 64];
+
+static void export_drop_tmp(int sig)
+{
+	if (export_tmp[0])
+		unlink(export_tmp);
+	raise(sig); /* SA_RESETHAND: now the default action */
+}
+
+static void export_guard(bool on)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	struct sigaction sa = {.sa_handler = on ? export_drop_tmp : SIG_DFL,
+			       .sa_flags = SA_RESETHAND};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+struct download {
+	int fd;
+	uint64_t got;
+};
+
+static int write_piece(const struct http_response *res, const char *buf, size_t len, void *data,
+		       struct error *err)
+{
+	(void)res;
+	struct download *d = data;
+	if (len > EXPORT_MAX - d->got)
+		return error_set(err, EFBIG, "agentboxd sent more than %llu bytes",
+				 (unsigned long long)EXPORT_MAX);
+	d->got += len;
+	int r = write_all(d->fd, buf, len);
+	if (r < 0)
+		return error_set_errno(err, -r, "writing the tar");
+	return 0;
+}
+
+static int export_to(const char *verb, const char *target, const char *socket_path, int fd)
+{
+	struct download d = {.fd = fd};
+	struct client_request req = {
+	    .method = "GET",
+	    .target = target,
+	    .accept = "application/x-tar",
+	    .on_body = write_piece,
+	    .data = &d,
+	    .read_timeout_ms = IMPORT_ANSWER_TIMEOUT_MS, /* the tar is made before it is sent */
+	};
+	struct error err = {0};
+	struct client c;
+	int r = client_init(&c, socket_path, &err);
+	if (r == 0)
+		r = client_request(&c, &req, NULL, &err);
+	client_release(&c);
+	if (r < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	return 0;
+}
+
+static int image_export(int argc, char **argv)
+{
+	const char *verb = "image export";
+	struct opts o;
+	int rc = parse_options(verb, export_help, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_fail("%s: give one REF (see agentbox %s --help)", verb, verb);
+	if ((rc = check_ref(verb, argv[optind])) != 0)
+		return rc;
+	char target[CLIENT_TARGET_MAX];
+	snprintf(target, sizeof(target), "/v1/images/%s/export", argv[optind]);
+	if (!o.output || strcmp(o.output, "-") == 0) {
+		if (isatty(STDOUT_FILENO))
+			return cli_fail("%s: standard output is a terminal: give -o FILE", verb);
+		return export_to(verb, target, o.socket_path, STDOUT_FILENO);
+	}
+	_cleanup_free_ char *dir_copy = strdup(o.output);
+	if (!dir_copy)
+		return cli_fail("%s: out of memory", verb);
+	const char *dir = dirname(dir_copy);
+	int w = snprintf(export_tmp, sizeof(export_tmp), "%s/.agentbox-export-XXXXXX", dir);
+	if (w < 0 || (size_t)w >= sizeof(export_tmp))
+		return cli_fail("%s: %s: the path is too long", verb, o.output);
+	export_guard(true);
+	_cleanup_close_ int fd = mkostemp(export_tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		export_tmp[0] = '\0';
+		export_guard(false);
+		return cli_fail("%s: cannot create a file in %s: %s", verb, dir, strerror(e));
+	}
+	rc = export_to(verb, target, o.socket_path, fd);
+	if (rc == 0 && (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || close(TAKE_FD(fd)) < 0))
+		rc = cli_fail("%s: writing %s: %s", verb, export_tmp, strerror(errno));
+	if (rc == 0 && rename(export_tmp, o.output) < 0)
+		rc = cli_fail("%s: cannot rename %s to %s: %s", verb, export_tmp, o.output,
+			      strerror(errno));
+	if (rc != 0)
+		unlink(export_tmp);
+	export_tmp[0] = '\0';
+	export_guard(false);
+	return rc;
+}
+
 /* ---- ls ------------------------------------------------------------------------ */
 
 static const char ls_help[] =
@@ -525,6 +665,7 @@ int verb_image(int argc, char **argv)
 	    {"rm", "remove images", image_rm},
 	    {"prune", "remove what no image names", image_prune},
 	    {"pull", "pull an image from a registry", image_pull},
+	    {"export", "write an image out as an OCI layout tar", image_export},
 	};
 	return cli_dispatch("image", help, commands, ELEMENTSOF(commands), argc, argv);
 }

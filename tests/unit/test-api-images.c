@@ -5,7 +5,9 @@
  * (members read, admins change), an import streamed in chunks, inspect
  * by name (slashes and all) and by digest, rm refused while in use
  * (image_in_use), a malformed archive (invalid_image), an archive over
- * the limit (413, announced or not), a bad ref (invalid_id), prune.
+ * the limit (413, announced or not), a bad ref (invalid_id), prune;
+ * an export (an admin's: a file answer, an OCI layout tar, nothing left
+ * in the store's tmp/).
  * Imports chown: root only, skipped otherwise.
  */
 #include <stdarg.h>
@@ -312,6 +314,64 @@ static void test_import_refusals(void **state)
 	assert_int_equal(mkdir(tmp, 0700), 0);
 }
 
+static void test_export(void **state)
+{
+	struct fx *f = *state;
+	struct reply r =
+	    upload(f, f->admin, "name=team/tool:1", f->archive, f->archive_len, 4096, true);
+	assert_int_equal(r.status, 201);
+	json_decref(r.json);
+	r = call(f, f->member, "GET", "/v1/images/team/tool:1/export");
+	assert_int_equal(r.status, 403);
+	json_decref(r.json);
+	r = call(f, f->admin, "GET", "/v1/images/team/none:1/export");
+	assert_int_equal(r.status, 404);
+	json_decref(r.json);
+	/* the word ends the path: "export" alone is an image's name; a DELETE is not an export */
+	struct api_match m;
+	api_route_match("GET", "/v1/images/export", &m);
+	assert_int_equal(m.route->id, API_ROUTE_IMAGE_GET);
+	api_route_match("GET", "/v1/images/a/b:1/export", &m);
+	assert_int_equal(m.route->id, API_ROUTE_IMAGE_EXPORT);
+	assert_int_equal(m.param_len, 5);
+	assert_memory_equal(m.param, "a/b:1", 5);
+	api_route_match("DELETE", "/v1/images/a/export", &m);
+	assert_int_equal(m.route->id, API_ROUTE_IMAGE_DELETE);
+	assert_int_equal(m.param_len, 8);
+
+	struct api_request req = {
+	    .method = "GET", .path = "/v1/images/team/tool:1/export", .authorization = f->admin};
+	struct api_response res = {0};
+	assert_int_equal(api_handle(&f->ctx, &req, &res), 0);
+	assert_int_equal(res.status, 200);
+	assert_int_equal(res.kind, API_RESPONSE_FILE);
+	assert_string_equal(res.content_type, "application/x-tar");
+	int fd = api_response_take_fd(&res);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal((uint64_t)st.st_size, res.size);
+	assert_int_equal(st.st_nlink, 0); /* unlinked: nothing stays in the store */
+	struct archive *a = archive_read_new();
+	archive_read_support_format_tar(a);
+	assert_int_equal(archive_read_open_fd(a, fd, 65536), ARCHIVE_OK);
+	struct archive_entry *e;
+	size_t n = 0;
+	bool index = false;
+	while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		index |= strcmp(archive_entry_pathname(e), "index.json") == 0;
+		n++;
+	}
+	archive_read_free(a);
+	close(fd);
+	api_response_release(&res);
+	assert_true(index);
+	assert_int_equal(n, 7); /* oci-layout, index.json, blobs/, blobs/sha256/, 3 blobs */
+	char tmp[200];
+	snprintf(tmp, sizeof(tmp), "%s/images/tmp", f->dir);
+	assert_int_equal(rmdir(tmp), 0); /* empty */
+	assert_int_equal(mkdir(tmp, 0700), 0);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -321,6 +381,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_import_inspect_rm, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_import_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_export, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
