@@ -157,6 +157,12 @@ int api_files_delete(struct api_call *c);
 int api_images_list(struct api_call *c);
 int api_images_import(struct api_call *c); /* never: api_upload_begin() serves it */
 int api_images_prune(struct api_call *c);
+/* A store's failure r as the API says it: not_found, image_in_use, invalid_image, ... */
+int api_image_error(struct api_error *e, int r, const struct error *err);
+/* An image as the API shows it (docs/api.md); NULL = ENOMEM. */
+json_t *api_image_json(const struct image_info *i);
+/* POST /v1/sandboxes/{id}/commit (sandbox-commit.c) */
+int api_sandbox_commit(struct api_call *c);
 /*
  * A pull's failure (image/pull.h) as an API error: the registry has no
  * such image (missing, naming field: 404 not_found for the pull route,

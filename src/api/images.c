@@ -29,8 +29,7 @@ static struct image_store *images_of(struct api_call *c)
 	return c->ctx->images;
 }
 
-/* A store's failure r as the API says it (what: the ref, for messages). */
-static int image_error(struct api_error *e, int r, const struct error *err)
+int api_image_error(struct api_error *e, int r, const struct error *err)
 {
 	switch (r) {
 	case -ENOENT:
@@ -61,8 +60,7 @@ static json_t *strings_json(char **v, size_t n)
 	return a;
 }
 
-/* An image as the API shows it (docs/api.md). */
-static json_t *image_json(const struct image_info *i)
+json_t *api_image_json(const struct image_info *i)
 {
 	return json_pack("{s:s?, s:s, s:s, s:I, s:I, s:o, s:o}", "name",
 			 i->name[0] ? i->name : NULL, "digest", i->digest, "config_digest",
@@ -81,10 +79,10 @@ int api_images_list(struct api_call *c)
 	struct error err = {0};
 	int r = image_list(s, &v, &n, &err);
 	if (r < 0)
-		return image_error(c->err, r, &err);
+		return api_image_error(c->err, r, &err);
 	json_t *a = json_array();
 	for (size_t i = 0; a && i < n; i++)
-		if (json_array_append_new(a, image_json(&v[i])) < 0)
+		if (json_array_append_new(a, api_image_json(&v[i])) < 0)
 			json_decref(TAKE_PTR(a));
 	free(v);
 	return api_respond_json(c, 200, a ? json_pack("{s:o}", "images", a) : NULL);
@@ -101,7 +99,7 @@ int api_image_get(struct api_call *c)
 	struct error err = {0};
 	int r = image_inspect(s, c->ref, &info, &m, &cfg, &err);
 	if (r < 0)
-		return image_error(c->err, r, &err);
+		return api_image_error(c->err, r, &err);
 	json_t *layers = json_array();
 	for (size_t i = 0; layers && i < m.nlayers; i++)
 		json_array_append_new(layers,
@@ -113,7 +111,7 @@ int api_image_get(struct api_call *c)
 		      strings_json(cfg.env, cfg.nenv), "working_dir", cfg.working_dir, "user",
 		      cfg.user, "entrypoint", strings_json(cfg.entrypoint, cfg.nentrypoint), "cmd",
 		      strings_json(cfg.cmd, cfg.ncmd), "os", cfg.os, "architecture", cfg.arch);
-	json_t *v = image_json(&info);
+	json_t *v = api_image_json(&info);
 	if (v && config && layers) {
 		json_object_set_new(v, "config", config);
 		json_object_set_new(v, "layers", layers);
@@ -135,7 +133,7 @@ int api_image_delete(struct api_call *c)
 	struct error err = {0};
 	int r = image_remove(s, c->ref, &err);
 	if (r < 0)
-		return image_error(c->err, r, &err);
+		return api_image_error(c->err, r, &err);
 	return api_respond_json(c, 200, json_pack("{s:s, s:b}", "image", c->ref, "deleted", 1));
 }
 
@@ -148,7 +146,7 @@ int api_images_prune(struct api_call *c)
 	struct error err = {0};
 	int r = image_prune(s, &st, &err);
 	if (r < 0)
-		return image_error(c->err, r, &err);
+		return api_image_error(c->err, r, &err);
 	return api_respond_json(
 	    c, 200,
 	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "images_removed", (json_int_t)st.images,
@@ -173,7 +171,7 @@ int api_image_export(struct api_call *c)
 		r = error_set_errno(&err, errno, "the export's temporary file");
 	if (r < 0) {
 		close(fd);
-		return image_error(c->err, r, &err);
+		return api_image_error(c->err, r, &err);
 	}
 	struct api_response *res = api_respond_kind(c, 200, "application/x-tar", API_RESPONSE_FILE);
 	res->fd = fd;
@@ -216,8 +214,8 @@ int api_image_upload_finish(struct image_store *s, const char *path, const char 
 	int r = image_import(s, path, name[0] ? name : NULL, &info, &err);
 	(void)unlink(path);
 	if (r < 0)
-		return image_error(e, r, &err);
-	json_t *v = image_json(&info);
+		return api_image_error(e, r, &err);
+	json_t *v = api_image_json(&info);
 	char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
 	api_json_response(ret, 201, text);
@@ -243,7 +241,7 @@ int api_image_pull_error(struct api_error *e, int r, const struct error *err,
 	case -ECONNRESET:
 		return api_error_set(e, API_ERR_REGISTRY, NULL, "%s", err->msg);
 	default:
-		return image_error(e, r, err);
+		return api_image_error(e, r, err);
 	}
 }
 
@@ -279,5 +277,5 @@ int api_images_pull(struct api_call *c)
 		       &err);
 	if (r < 0)
 		return api_image_pull_error(c->err, r, &err, API_ERR_NOT_FOUND, "ref");
-	return api_respond_json(c, 201, image_json(&info));
+	return api_respond_json(c, 201, api_image_json(&info));
 }

@@ -355,6 +355,28 @@ int fleet_rename(struct fleet *f, const char *id, const char *from, const char *
 	    f, id, json_pack("{s:s, s:s, s:s}", "op", "rename", "from", from, "to", to), err);
 }
 
+int fleet_upper(struct fleet *f, const char *id, int *ret_fd, uint64_t *ret_id_base,
+		struct error *err)
+{
+	_cleanup_json_ json_t *msg = json_pack("{s:s}", "op", "upper");
+	_cleanup_json_ json_t *reply = NULL;
+	int fd = -1;
+	if (!msg)
+		return error_set(err, ENOMEM, "out of memory");
+	int r = fleet_call(f, id, msg, -1, &reply, &fd, err);
+	json_t *base = json_object_get(reply, "id_base");
+	if (r == 0 && (fd < 0 || !json_is_integer(base) || json_integer_value(base) <= 0))
+		r = error_set(err, EPROTO, "shim: upper without an fd or an id base");
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	*ret_fd = fd;
+	*ret_id_base = (uint64_t)json_integer_value(base);
+	return 0;
+}
+
 const struct fleet_ops fleet_shim_ops = {
     .create = fleet_create,
     .get_live = fleet_get_live,
@@ -373,5 +395,6 @@ const struct fleet_ops fleet_shim_ops = {
     .open = fleet_open,
     .unlink = fleet_unlink,
     .rename = fleet_rename,
+    .upper = fleet_upper,
     .tenant_use = fleet_tenant_use,
 };

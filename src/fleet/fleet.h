@@ -240,6 +240,8 @@ struct fleet_ops {
 	int (*rename)(struct fleet *f, const char *id, const char *from, const char *to,
 		      struct error *err);
 	void (*tenant_use)(struct fleet *f, const char *tenant, struct quota *ret);
+	int (*upper)(struct fleet *f, const char *id, int *ret_fd, uint64_t *ret_id_base,
+		     struct error *err);
 };
 
 /* The fleet of shims: every operation below. */
@@ -266,6 +268,15 @@ int fleet_delete(struct fleet *f, struct store *st, const char *id, struct error
 
 /* Pause (true) or resume the sandbox; the store follows the shim. */
 int fleet_pause(struct fleet *f, struct store *st, const char *id, bool pause, struct error *err);
+
+/*
+ * A paused sandbox of an image: its overlay's upper directory (*ret_fd,
+ * the caller's) and the first host id of its range, for a commit
+ * (image/commit.h). A running one is -EREMOTEIO (EBUSY), one without an
+ * image -EREMOTEIO (ENOENT).
+ */
+int fleet_upper(struct fleet *f, const char *id, int *ret_fd, uint64_t *ret_id_base,
+		struct error *err);
 
 /* A new expiry, stored first, then told to the shim. */
 int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t expires_at,

@@ -279,7 +279,8 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 		_exit(125); /* the launcher is gone */
 	umask(022);
 
-	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &err) < 0 ||
+	int upper = -1;
+	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &upper, &err) < 0 ||
 	    make_cwd(ctx->spec, &err) < 0 || privs_set_rlimits(ctx->spec, &err) < 0 ||
 	    restrict_files(ctx, &err) < 0 || drop_privileges(ctx->spec, &err) < 0 ||
 	    place_files(ctx->spec, &err) < 0)
@@ -300,7 +301,12 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 	}
 	if (ctx->spec->serve && serve_init_prepare(ctx->control_fd, &err) < 0)
 		fail(INIT_STATUS_FD, &err);
-	if (syscall_close_range((ctx->spec->serve ? INIT_CONTROL_FD : INIT_STATUS_FD) + 1) < 0) {
+	/* a served image's upper layer stays at INIT_UPPER_FD (close-on-exec), for a commit */
+	int last = ctx->spec->serve ? INIT_CONTROL_FD : INIT_STATUS_FD;
+	if (ctx->spec->serve && upper >= 0 &&
+	    (upper == INIT_UPPER_FD || dup3(upper, INIT_UPPER_FD, O_CLOEXEC) == INIT_UPPER_FD))
+		last = INIT_UPPER_FD;
+	if (syscall_close_range(last + 1) < 0) {
 		error_set_errno(&err, errno, "close fds");
 		fail(INIT_STATUS_FD, &err);
 	}

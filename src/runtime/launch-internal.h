@@ -29,6 +29,8 @@
 /* Fixed fd numbers in init, so everything above them can be closed at once. */
 #define INIT_STATUS_FD	3 /* struct launch_msg records to the launcher */
 #define INIT_CONTROL_FD 4 /* serve mode: the request socket (serve-internal.h) */
+/* serve mode with an image: its overlay's upper directory, kept for sandbox_upper() */
+#define INIT_UPPER_FD 5
 
 /* A volume prepared by the launcher: a detached mount to attach inside. */
 struct launch_volume {

@@ -34,7 +34,8 @@ static int fs_fail(int fsfd, int e, const char *what, struct error *err)
 	return error_set_errno(err, e, "image root: %s (%s)", what, log);
 }
 
-int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, struct error *err)
+int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, int *ret_upper,
+			 struct error *err)
 {
 	static const char *const dirs[] = {LOWER, UPPER, OVL_WORK};
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
@@ -67,7 +68,14 @@ int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, struct erro
 		close(root);
 		return error_set_errno(err, e, "image root: detach the image");
 	}
+	int upper = openat(data_dfd, UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (upper < 0) {
+		int e = errno;
+		close(root);
+		return error_set_errno(err, e, "image root: open the upper layer");
+	}
 	*ret_root = root;
+	*ret_upper = upper;
 	return 0;
 }
 

@@ -19,9 +19,13 @@
  * image root's overlay: the launcher's id-mapped tree (*image_fd, which
  * is consumed) as its lower layer, its upper and work directories in that
  * tmpfs. Changes the cwd. *ret_root: the overlay, detached, nosuid and
- * nodev, for the caller to attach. 0 or -errno.
+ * nodev, for the caller to attach; *ret_upper: its upper directory, open
+ * (O_RDONLY | O_DIRECTORY | O_CLOEXEC), which nothing else reaches once
+ * the tmpfs is detached (a commit reads it: serve.h's sandbox_upper()).
+ * 0 or -errno.
  */
-int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, struct error *err);
+int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, int *ret_upper,
+			 struct error *err);
 
 /*
  * With the overlay as the cwd, before anything is mounted in it: every

@@ -203,7 +203,7 @@ static int populate_image(int *tree_fd, struct error *err)
  * image (*image_fd >= 0), the overlay whose upper layer is in it too.
  */
 struct data_trees {
-	int tmp, shm, work, root;
+	int tmp, shm, work, root, upper;
 };
 
 static int make_data_trees(const char *mnt_dir, uint64_t disk, int *image_fd,
@@ -230,7 +230,8 @@ static int make_data_trees(const char *mnt_dir, uint64_t disk, int *image_fd,
 			return error_set_errno(err, errno, "clone %s", names[i]);
 	}
 	int r;
-	if (*image_fd >= 0 && (r = rootfs_image_overlay(dfd, image_fd, &ret->root, err)) < 0)
+	if (*image_fd >= 0 &&
+	    (r = rootfs_image_overlay(dfd, image_fd, &ret->root, &ret->upper, err)) < 0)
 		return r;
 	if (umount2(mnt_dir, MNT_DETACH) < 0)
 		return error_set_errno(err, errno, "detach the data tmpfs");
@@ -308,10 +309,10 @@ static int setup_proc(struct error *err)
 	return 0;
 }
 
-int rootfs_setup(const struct launch_ctx *ctx, struct error *err)
+int rootfs_setup(const struct launch_ctx *ctx, int *ret_upper, struct error *err)
 {
 	const struct spec *spec = ctx->spec;
-	struct data_trees data = {-1, -1, -1, -1};
+	struct data_trees data = {-1, -1, -1, -1, -1};
 	int image_fd = ctx->image_fd;
 	bool image_root = image_fd >= 0;
 	int r;
@@ -358,6 +359,9 @@ int rootfs_setup(const struct launch_ctx *ctx, struct error *err)
 	    (r = set_attr("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)) < 0)
 		error_set_errno(err, -r, "make / read-only");
 out:
+	if (r >= 0)
+		*ret_upper = TAKE_FD(data.upper);
+	CLOSE_FD(data.upper);
 	CLOSE_FD(data.root);
 	CLOSE_FD(data.tmp);
 	CLOSE_FD(data.shm);

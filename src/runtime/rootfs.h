@@ -34,7 +34,11 @@
 /* Landlock's rules for an image root: at most this many entries at its top. */
 #define ROOTFS_IMAGE_TOP_MAX 128
 
-/* Build the root and enter it; cwd is "/" afterwards. 0 or -errno. */
-int rootfs_setup(const struct launch_ctx *ctx, struct error *err);
+/*
+ * Build the root and enter it; cwd is "/" afterwards. With an image,
+ * *ret_upper is its overlay's upper directory, open (rootfs-internal.h),
+ * the caller's; else -1. 0 or -errno.
+ */
+int rootfs_setup(const struct launch_ctx *ctx, int *ret_upper, struct error *err);
 
 #endif

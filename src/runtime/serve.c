@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -438,6 +440,31 @@ int sandbox_unlink(struct sandbox *sb, const char *path, struct error *err)
 		return r;
 	CLOSE_FD(rep.fd);
 	return 0;
+}
+
+int sandbox_upper(struct sandbox *sb, int *ret_fd, struct error *err)
+{
+	if (!sb->serve)
+		return error_set(err, ENOENT, "the sandbox has no image");
+	if (sb->reaped)
+		return error_set(err, ESRCH, "the sandbox is gone");
+	int fd = (int)syscall(SYS_pidfd_getfd, sb->pidfd, INIT_UPPER_FD, 0);
+	if (fd < 0 && errno == EBADF)
+		return error_set(err, ENOENT, "the sandbox has no image");
+	if (fd < 0)
+		return error_set_errno(err, errno, "the sandbox's upper layer");
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		close(fd);
+		return error_set(err, ENOENT, "the sandbox has no image");
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+uid_t sandbox_id_base(const struct sandbox *sb)
+{
+	return sb->ids.base;
 }
 
 int sandbox_freeze(struct sandbox *sb, bool frozen, struct error *err)

@@ -170,6 +170,20 @@ int sandbox_unlink(struct sandbox *sb, const char *path, struct error *err);
  */
 int sandbox_freeze(struct sandbox *sb, bool frozen, struct error *err);
 
+/*
+ * The upper layer of a served image's root (spec.h: image_tree): its
+ * directory in the sandbox's disk tmpfs, which init keeps open and no
+ * path reaches, as an fd of ours (O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+ * taken from init with pidfd_getfd(). Its files belong to the sandbox's
+ * host id range. For a commit (image/commit.h): freeze the sandbox first
+ * for a snapshot that holds still. -ENOENT without an image (or not
+ * serving), -ESRCH once ended, or -errno.
+ */
+int sandbox_upper(struct sandbox *sb, int *ret_fd, struct error *err);
+
+/* The first host id of the sandbox's range (runtime/uidrange.h): uid 0 inside. */
+uid_t sandbox_id_base(const struct sandbox *sb);
+
 /* The cgroup's OOM kill count so far (cgroup_read_stats()). 0 or -errno (-ESRCH once ended). */
 int sandbox_oom_kills(struct sandbox *sb, uint64_t *ret);
 

@@ -1,6 +1,7 @@
-/* pause, resume, expire, network, status, stop: the sandbox as a whole. */
+/* pause, resume, upper, expire, network, status, stop: the sandbox as a whole. */
 #include "shim/shim-internal.h"
 
+#include "base/cleanup.h"
 #include "supervisor/spec-json.h"
 
 #include <errno.h>
@@ -37,6 +38,32 @@ int op_resume(struct shim *s, struct conn *c, json_t *req, int fd, struct error 
 	(void)req;
 	(void)fd;
 	return set_paused(s, c, false, err);
+}
+
+/*
+ * An image's sandbox, paused: its upper layer's directory (serve.h's
+ * sandbox_upper()), passed with the reply, and the first host id of its
+ * range ("id_base"), for a commit (image/commit.h). Paused only: a
+ * running sandbox would change it under the reader.
+ */
+int op_upper(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)
+{
+	(void)req;
+	(void)fd;
+	if (s->end_reason || !s->sb)
+		return error_set(err, ECANCELED, "the sandbox is ending");
+	if (!s->paused)
+		return error_set(err, EBUSY, "the sandbox is running: pause it first");
+	_cleanup_close_ int upper = -1;
+	int r = sandbox_upper(s->sb, &upper, err);
+	if (r < 0)
+		return r;
+	_cleanup_json_ json_t *m =
+	    json_pack("{s:s, s:I}", "type", "ok", "id_base", (json_int_t)sandbox_id_base(s->sb));
+	if (!m)
+		return error_set(err, ENOMEM, "out of memory");
+	(void)conn_send(s, c, m, upper); /* a peer gone is no error of the sandbox's */
+	return 0;
 }
 
 int op_expire(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err)

@@ -28,6 +28,7 @@ static const struct op ops[] = {
     {"unlink", op_unlink, FIELDS("path"), false},
     {"pause", op_pause, NO_FIELDS, false},
     {"resume", op_resume, NO_FIELDS, false},
+    {"upper", op_upper, NO_FIELDS, false},
     {"expire", op_expire, FIELDS("expires_at"), false},
     {"network", op_network, FIELDS("network", "egress", "expires_at"), false},
     {"status", op_status, NO_FIELDS, false},

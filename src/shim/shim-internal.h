@@ -206,6 +206,6 @@ json_t *json_text(const char *text);
 typedef int op_fn(struct shim *s, struct conn *c, json_t *req, int fd, struct error *err);
 op_fn op_exec, op_watch, op_kill, op_processes;
 op_fn op_open, op_rename, op_unlink;
-op_fn op_pause, op_resume, op_expire, op_network, op_status, op_stop;
+op_fn op_pause, op_resume, op_expire, op_network, op_status, op_stop, op_upper;
 
 #endif

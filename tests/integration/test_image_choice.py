@@ -8,6 +8,7 @@ not removed, and an unknown image is a 400 naming it.
 The images are made here (imagelib.py: busybox-static), imported with
 `agentbox image import`.
 """
+import json
 import os
 import subprocess
 import time
@@ -226,3 +227,47 @@ def test_a_task_oom_in_an_image_is_reported(daemon):
     task, out = run_task(daemon, "--image", "busybox:1", "--memory", "64m", "--",
                          "dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1")
     assert task["status"] == "oom_killed", (task, out)
+
+
+def test_commit_a_sandbox_then_create_from_the_new_image(daemon, tmp_path):
+    """Install something, commit, create from the new image: it is there."""
+    sb = cli(daemon, "sandbox", "create", "--image", "busybox:1", "--user", "root").stdout.strip()
+    plain = cli(daemon, "sandbox", "create").stdout.strip()
+    try:
+        cli(daemon, "exec", sb, "--", "sh", "-c",
+            "mkdir -p /var/lib/tool && echo 'echo tool ran' > /var/lib/tool/run && "
+            "chmod 755 /var/lib/tool/run && echo committed > /etc/motd && "
+            "rm /etc/os-release /app/data.txt && echo scratch > /tmp/not-kept")
+        shown = json.loads(cli(daemon, "sandbox", "commit", sb, "tooled:1", "--comment",
+                               "a tool", "--json").stdout)
+        assert shown["name"] == "tooled:1"
+        # the sandbox goes on as it was: running, its writes its own
+        assert daemon.request("GET", f"/v1/sandboxes/{sb}")[1]["status"] == "running"
+        assert cli(daemon, "exec", sb, "--", "cat", "/etc/motd").stdout == \
+            "committed\n"
+        new = cli(daemon, "sandbox", "create", "--image", "tooled:1", "--cwd", "/").stdout.strip()
+        try:
+            out = cli(daemon, "exec", new, "--", "sh", "-c",
+                      "/var/lib/tool/run; cat /etc/motd; ls /etc/os-release /app/data.txt /tmp/not-kept "
+                      "2>&1; echo $GREETING", check=False).stdout
+            assert out.startswith("tool ran\ncommitted\n"), out
+            assert out.count("No such file") == 3, out
+            assert out.endswith("hello\n"), out  # the base's config, Env included
+        finally:
+            cli(daemon, "sandbox", "rm", new)
+        # the new image is a proper OCI image: exported, skopeo reads it
+        tar = tmp_path / "tooled.tar"
+        cli(daemon, "image", "export", "tooled:1", "-o", str(tar))
+        inspect = subprocess.run(["skopeo", "inspect", f"oci-archive:{tar}"],
+                                 capture_output=True, text=True, timeout=120)
+        assert inspect.returncode == 0, inspect.stderr
+        assert len(json.loads(inspect.stdout)["Layers"]) == 2
+        # a sandbox without an image has nothing to commit; a name is needed
+        status, body = daemon.request("POST", f"/v1/sandboxes/{plain}/commit", {"name": "x:1"})
+        assert status == 409 and body["error"]["code"] == "conflict", body
+        status, body = daemon.request("POST", f"/v1/sandboxes/{sb}/commit", {})
+        assert status == 400 and body["error"]["field"] == "name", body
+        status, body = daemon.request("POST", f"/v1/sandboxes/{sb}/commit", {"name": "BAD NAME"})
+        assert status == 400 and body["error"]["field"] == "name", body
+    finally:
+        cli(daemon, "sandbox", "rm", sb, plain)

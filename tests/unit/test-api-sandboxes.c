@@ -850,6 +850,12 @@ static void test_route_walk(void **state)
 			expect_error(rep, 500, "internal", NULL);
 			continue;
 		}
+		if (rt->id == API_ROUTE_SANDBOX_COMMIT) {
+			/* its body is checked first; the commit itself needs an image store
+			 * and a shim (tests/integration/test_image_choice.py) */
+			expect_error(rep, 400, "missing_field", "name");
+			continue;
+		}
 		if (rep.r.status < 200 || rep.r.status > 202)
 			fail_msg("%s %s: %d %s", rt->method, rt->pattern, rep.r.status,
 				 rep.r.body ? rep.r.body : "");
