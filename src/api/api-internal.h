@@ -157,6 +157,8 @@ int api_files_delete(struct api_call *c);
 int api_images_list(struct api_call *c);
 int api_images_import(struct api_call *c); /* never: api_upload_begin() serves it */
 int api_images_prune(struct api_call *c);
+/* POST /v1/images/bootstrap: debootstrap in the request's thread (minutes). */
+int api_images_bootstrap(struct api_call *c);
 int api_image_get(struct api_call *c);
 int api_image_delete(struct api_call *c);
 /* The largest archive an import takes (api_ctx.image_import_max, or IMAGE_IMPORT_MAX). */

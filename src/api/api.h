@@ -142,6 +142,7 @@ enum api_route_id {
 	/* images (images.c): any principal reads, an admin changes */
 	API_ROUTE_IMAGES_LIST,
 	API_ROUTE_IMAGES_IMPORT,
+	API_ROUTE_IMAGES_BOOTSTRAP,
 	API_ROUTE_IMAGES_PRUNE,
 	API_ROUTE_IMAGE_GET,
 	API_ROUTE_IMAGE_DELETE,
@@ -349,6 +350,10 @@ struct api_ctx {
 	struct image_store *images;
 	/* The largest archive POST /v1/images/import takes; 0 = IMAGE_IMPORT_MAX. */
 	uint64_t image_import_max;
+	/* POST /v1/images/bootstrap's mirror and keyring (image/bootstrap.h); NULL: its defaults.
+	 */
+	const char *debian_mirror;
+	const char *debian_keyring;
 	/* Called after a task was stored as queued (wake the scheduler). */
 	void (*task_submitted)(void *data);
 	/* Called when a running task was asked to cancel (the scheduler kills it). */

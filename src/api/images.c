@@ -3,10 +3,14 @@
  * GET /v1/images, GET and DELETE /v1/images/{ref}, POST
  * /v1/images/prune, and POST /v1/images/import, whose body (an archive)
  * the server streams into a temporary file of the store (an upload,
- * api.h) before it is imported. Images are the host's, not a tenant's:
+ * api.h) before it is imported; POST /v1/images/bootstrap, which runs
+ * debootstrap (image/bootstrap.h). Images are the host's, not a tenant's:
  * any principal may list and inspect them, only an admin change them.
  */
 #include "api/api-internal.h"
+
+#include "api/task-request-internal.h"
+#include "image/bootstrap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -189,4 +193,85 @@ int api_image_upload_finish(struct image_store *s, const char *path, const char 
 	json_decref(v);
 	api_json_response(ret, 201, text);
 	return 0;
+}
+
+/* ---- POST /v1/images/bootstrap ------------------------------------------------- */
+
+static const char *const bootstrap_fields[] = {"image", "name", "mirror", NULL};
+
+/* The string field key of root (NULL when absent), or an error naming it. */
+static int string_field(struct api_call *c, json_t *root, const char *key, const char **ret)
+{
+	json_t *v = json_object_get(root, key);
+	*ret = json_string_value(v);
+	if (v && !*ret)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, key, "%s is a string", key);
+	return 0;
+}
+
+/* Check the body's fields into *b (pointing into root); name into name_buf, normalized. */
+static int bootstrap_request(struct api_call *c, json_t *root, struct image_bootstrap *b,
+			     char *name_buf, size_t name_size)
+{
+	char suite[IMAGE_BOOTSTRAP_SUITE_MAX + 1];
+	struct error err = {0};
+	int r = task_request_check_unknown(root, "", bootstrap_fields, c->err);
+	if (r == 0)
+		r = string_field(c, root, "image", &b->image);
+	if (r == 0)
+		r = string_field(c, root, "name", &b->name);
+	if (r == 0)
+		r = string_field(c, root, "mirror", &b->mirror);
+	if (r < 0)
+		return r;
+	if (!b->image)
+		return api_error_set(c->err, API_ERR_MISSING_FIELD, "image",
+				     "image is the image to make, \"debian:SUITE\"");
+	if (image_bootstrap_suite(b->image, suite, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "image", "%s", err.msg);
+	if (!image_bootstrap_suite_is_known(suite))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "image",
+				     "debootstrap knows no suite '%s'", suite);
+	if (b->name && image_ref_normalize(b->name, name_buf, name_size, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "name", "%s", err.msg);
+	if (b->name)
+		b->name = name_buf;
+	if (b->mirror && image_bootstrap_check_mirror(b->mirror, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "mirror", "%s", err.msg);
+	if (!b->mirror)
+		b->mirror = c->ctx->debian_mirror;
+	b->keyring = c->ctx->debian_keyring;
+	return 0;
+}
+
+int api_images_bootstrap(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	int r;
+	json_t *root = task_request_load(c->req->body, c->req->body_len, c->err, &r);
+	if (!root)
+		return r;
+	struct image_bootstrap b = {0};
+	char name[IMAGE_REF_MAX];
+	if ((r = bootstrap_request(c, root, &b, name, sizeof(name))) < 0) {
+		json_decref(root);
+		return r;
+	}
+	snprintf(c->ref, sizeof(c->ref), "%s", b.name ? b.name : b.image); /* the audit's target */
+	/* debootstrap runs for minutes: hold no store connection meanwhile */
+	if (c->ctx->store_release)
+		c->ctx->store_release(c->ctx);
+	struct image_info info;
+	struct error err = {0};
+	r = image_bootstrap(s, &b, &info, &err);
+	json_decref(root);
+	if (r == -EREMOTEIO || r == -ETIMEDOUT)
+		return api_error_set(c->err, API_ERR_BOOTSTRAP_FAILED, NULL, "%s", err.msg);
+	if (r == -ENOKEY)
+		return api_error_internal(c->err, ENOKEY, err.msg);
+	if (r < 0)
+		return image_error(c->err, r, &err);
+	return api_respond_json(c, 201, image_json(&info));
 }
