@@ -244,6 +244,16 @@ static int bootstrap_request(struct api_call *c, json_t *root, struct image_boot
 	return 0;
 }
 
+/* 502 with msg, or its end when it is longer than a message: debootstrap's last words. */
+static int bootstrap_failed(struct api_error *e, const char *msg)
+{
+	static const char head[] = "debootstrap failed: ...";
+	size_t n = strlen(msg), room = API_MESSAGE_MAX - sizeof(head);
+	if (n < API_MESSAGE_MAX)
+		return api_error_set(e, API_ERR_BOOTSTRAP_FAILED, NULL, "%s", msg);
+	return api_error_set(e, API_ERR_BOOTSTRAP_FAILED, NULL, "%s%s", head, msg + n - room);
+}
+
 int api_images_bootstrap(struct api_call *c)
 {
 	struct image_store *s = images_of(c);
@@ -268,7 +278,7 @@ int api_images_bootstrap(struct api_call *c)
 	r = image_bootstrap(s, &b, &info, &err);
 	json_decref(root);
 	if (r == -EREMOTEIO || r == -ETIMEDOUT)
-		return api_error_set(c->err, API_ERR_BOOTSTRAP_FAILED, NULL, "%s", err.msg);
+		return bootstrap_failed(c->err, err.msg);
 	if (r == -ENOKEY)
 		return api_error_internal(c->err, ENOKEY, err.msg);
 	if (r < 0)

@@ -123,10 +123,13 @@ static void tail_lines(const struct tail *t, char *out, size_t size)
 	for (start = end; start > 0; start--)
 		if (t->buf[start - 1] == '\n' && ++lines == LOG_LINES_SHOWN)
 			break;
-	if (end - start > size / 2) /* " | " takes 3 for 1: room for the end */
-		start = end - size / 2;
+	size_t newlines = 0;
+	for (size_t i = start; i < end; i++)
+		newlines += t->buf[i] == '\n';
+	while (start < end && (end - start) + 2 * newlines + 1 > size) /* " | " for each '\n' */
+		newlines -= t->buf[start++] == '\n';
 	size_t o = 0;
-	for (size_t i = start; i < end && o + 4 < size; i++) {
+	for (size_t i = start; i < end && o + 4 <= size; i++) {
 		char c = t->buf[i];
 		if (c == '\n') {
 			memcpy(out + o, " | ", 3);

@@ -105,7 +105,7 @@ class LocalMirror:
         """A throwaway key signs Release (InRelease, Release.gpg); its public key is the keyring."""
         home = tempfile.mkdtemp(prefix="abx-gpg-")  # short: gpg-agent's socket path
         env = {"GNUPGHOME": home, "PATH": "/usr/bin:/bin"}
-        gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
+        gpg = ["gpg", "--batch", "--yes", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
         try:
             _run([*gpg, "--quick-gen-key", "agentbox test mirror <mirror@invalid>",
                   "ed25519", "sign", "never"], env=env)
