@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -134,6 +135,9 @@ static void tail_lines(const struct tail *t, char *out, size_t size)
 		if (c == '\n') {
 			memcpy(out + o, " | ", 3);
 			o += 3;
+		} else if (c == ' ' || c == '\t') {
+			if (o > 0 && out[o - 1] != ' ') /* runs of blanks as one */
+				out[o++] = ' ';
 		} else if ((unsigned char)c >= 0x20 && c != 0x7f) {
 			out[o++] = c;
 		}
@@ -143,8 +147,11 @@ static void tail_lines(const struct tail *t, char *out, size_t size)
 		snprintf(out, size, "(no output)");
 }
 
-/* In the child: its own session and mount namespace, then debootstrap. Never returns. */
-static void child_exec(int out_fd, char *const argv[])
+/*
+ * In the child: its own session and mount namespace, killed if agentboxd
+ * dies (its next start removes tmp/), then debootstrap. Never returns.
+ */
+static void child_exec(pid_t parent, int out_fd, char *const argv[])
 {
 	static char *const envp[] = {
 	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
@@ -154,7 +161,8 @@ static void child_exec(int out_fd, char *const argv[])
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	(void)signal(SIGPIPE, SIG_DFL);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (setsid() < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || devnull < 0 ||
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || setsid() < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || devnull < 0 ||
 	    dup2(devnull, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
 	    dup2(out_fd, STDERR_FILENO) < 0)
 		_exit(127);
@@ -216,11 +224,12 @@ static int run_debootstrap(char *const argv[], unsigned timeout_s, struct error 
 	    .pidfd = (uint64_t)(uintptr_t)&pidfd_raw,
 	    .exit_signal = 0, /* no SIGCHLD: waitpid(-1) elsewhere never reaps it */
 	};
+	pid_t parent = getpid();
 	long pid = syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0)
 		return error_set_errno(err, errno, "starting debootstrap");
 	if (pid == 0)
-		child_exec(wr, argv);
+		child_exec(parent, wr, argv);
 	_cleanup_close_ int pidfd = pidfd_raw;
 	CLOSE_FD(wr);
 	_cleanup_free_ struct tail *t = calloc(1, sizeof(*t));

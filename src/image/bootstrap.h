@@ -10,7 +10,8 @@
  * pipe whose last IMAGE_BOOTSTRAP_LOG_MAX bytes are kept for the error,
  * in a session and a mount namespace of its own: what it mounts in the
  * tree (proc, sys) is gone with it, whatever way it ends, and never
- * seen by the caller's namespace. It is made with exit signal 0, so a
+ * seen by the caller's namespace. It is killed (PR_SET_PDEATHSIG) if the
+ * caller's thread dies. It is made with exit signal 0, so a
  * caller's waitpid(-1) (the scheduler's, the fleet's reapers) never
  * reaps it; past its timeout its whole session is killed.
  *

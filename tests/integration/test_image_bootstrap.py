@@ -174,6 +174,7 @@ def test_a_mirror_that_fails_is_a_clear_error_and_leaves_nothing(daemon, mirror,
     assert status == 502, answer
     assert answer["error"]["code"] == "bootstrap_failed"
     assert "debootstrap failed" in answer["error"]["message"], answer
-    assert "unknown key" in answer["error"]["message"], answer  # debootstrap's own words
+    # debootstrap's own words, their end (the path of the keyring is long)
+    assert "key id" in answer["error"]["message"], answer
     assert leftovers(d) == ([], [])
     assert d.request("GET", "/v1/images")[1]["images"] == before
