@@ -171,6 +171,8 @@ int api_sandbox_commit(struct api_call *c);
  */
 int api_image_pull_error(struct api_error *e, int r, const struct error *err,
 			 enum api_error_code missing, const char *field);
+/* POST /v1/images/bootstrap: debootstrap in the request's thread (minutes). */
+int api_images_bootstrap(struct api_call *c);
 int api_image_get(struct api_call *c);
 int api_image_delete(struct api_call *c);
 int api_images_pull(struct api_call *c); /* pull.h, in the request's thread */

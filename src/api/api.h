@@ -143,6 +143,7 @@ enum api_route_id {
 	/* images (images.c): any principal reads, an admin changes */
 	API_ROUTE_IMAGES_LIST,
 	API_ROUTE_IMAGES_IMPORT,
+	API_ROUTE_IMAGES_BOOTSTRAP,
 	API_ROUTE_IMAGES_PRUNE,
 	API_ROUTE_IMAGE_EXPORT, /* before GET {ref}, which would take "NAME/export" */
 	API_ROUTE_IMAGE_GET,
@@ -354,6 +355,10 @@ struct api_ctx {
 	uint64_t image_import_max;
 	/* POST /v1/images/pull's registries (image/pull.h); NULL = none configured. */
 	const struct image_registries *registries;
+	/* POST /v1/images/bootstrap's mirror and keyring (image/bootstrap.h); NULL: its defaults.
+	 */
+	const char *debian_mirror;
+	const char *debian_keyring;
 	/* Called after a task was stored as queued (wake the scheduler). */
 	void (*task_submitted)(void *data);
 	/* Called when a running task was asked to cancel (the scheduler kills it). */

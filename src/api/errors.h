@@ -56,6 +56,7 @@ enum api_error_code {
 	API_ERR_INVALID_IMAGE, /* 400: an import that is malformed, past a limit or not verified */
 	API_ERR_IMAGE_IN_USE,  /* 409: a sandbox or task uses the image */
 	API_ERR_REGISTRY,      /* 502: a registry unreachable, refusing us, or answering wrong */
+	API_ERR_BOOTSTRAP_FAILED, /* 502: debootstrap failed or ran past its time */
 	API_ERR_COUNT
 };
 

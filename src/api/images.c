@@ -5,7 +5,8 @@
  * layout tar, written to an unlinked temporary of the store and answered
  * from its fd), and POST /v1/images/import, whose body (an archive)
  * the server streams into a temporary file of the store (an upload,
- * api.h) before it is imported. Images are the host's, not a tenant's:
+ * api.h) before it is imported; POST /v1/images/bootstrap, which runs
+ * debootstrap (image/bootstrap.h). Images are the host's, not a tenant's:
  * any principal may list and inspect them, only an admin change them.
  */
 #include "api/api-internal.h"
@@ -13,6 +14,9 @@
 #include "base/json-cleanup.h"
 #include "image/pull.h"
 #include "image/commit.h"
+
+#include "api/task-request-internal.h"
+#include "image/bootstrap.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -277,5 +281,96 @@ int api_images_pull(struct api_call *c)
 		       &err);
 	if (r < 0)
 		return api_image_pull_error(c->err, r, &err, API_ERR_NOT_FOUND, "ref");
+	return api_respond_json(c, 201, api_image_json(&info));
+}
+
+/* ---- POST /v1/images/bootstrap ------------------------------------------------- */
+
+static const char *const bootstrap_fields[] = {"image", "name", "mirror", NULL};
+
+/* The string field key of root (NULL when absent), or an error naming it. */
+static int string_field(struct api_call *c, json_t *root, const char *key, const char **ret)
+{
+	json_t *v = json_object_get(root, key);
+	*ret = json_string_value(v);
+	if (v && !*ret)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, key, "%s is a string", key);
+	return 0;
+}
+
+/* Check the body's fields into *b (pointing into root); name into name_buf, normalized. */
+static int bootstrap_request(struct api_call *c, json_t *root, struct image_bootstrap *b,
+			     char *name_buf, size_t name_size)
+{
+	char suite[IMAGE_BOOTSTRAP_SUITE_MAX + 1];
+	struct error err = {0};
+	int r = task_request_check_unknown(root, "", bootstrap_fields, c->err);
+	if (r == 0)
+		r = string_field(c, root, "image", &b->image);
+	if (r == 0)
+		r = string_field(c, root, "name", &b->name);
+	if (r == 0)
+		r = string_field(c, root, "mirror", &b->mirror);
+	if (r < 0)
+		return r;
+	if (!b->image)
+		return api_error_set(c->err, API_ERR_MISSING_FIELD, "image",
+				     "image is the image to make, \"debian:SUITE\"");
+	if (image_bootstrap_suite(b->image, suite, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "image", "%s", err.msg);
+	if (!image_bootstrap_suite_is_known(suite))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "image",
+				     "debootstrap knows no suite '%s'", suite);
+	if (b->name && image_ref_normalize(b->name, name_buf, name_size, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "name", "%s", err.msg);
+	if (b->name)
+		b->name = name_buf;
+	if (b->mirror && image_bootstrap_check_mirror(b->mirror, &err) < 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "mirror", "%s", err.msg);
+	if (!b->mirror)
+		b->mirror = c->ctx->debian_mirror;
+	b->keyring = c->ctx->debian_keyring;
+	return 0;
+}
+
+/* 502 with msg, or its end when it is longer than a message: debootstrap's last words. */
+static int bootstrap_failed(struct api_error *e, const char *msg)
+{
+	static const char head[] = "debootstrap failed: ...";
+	size_t n = strlen(msg), room = API_MESSAGE_MAX - sizeof(head);
+	if (n < API_MESSAGE_MAX)
+		return api_error_set(e, API_ERR_BOOTSTRAP_FAILED, NULL, "%s", msg);
+	return api_error_set(e, API_ERR_BOOTSTRAP_FAILED, NULL, "%s%s", head, msg + n - room);
+}
+
+int api_images_bootstrap(struct api_call *c)
+{
+	struct image_store *s = images_of(c);
+	if (!s)
+		return -EIO;
+	int r;
+	json_t *root = task_request_load(c->req->body, c->req->body_len, c->err, &r);
+	if (!root)
+		return r;
+	struct image_bootstrap b = {0};
+	char name[IMAGE_REF_MAX];
+	if ((r = bootstrap_request(c, root, &b, name, sizeof(name))) < 0) {
+		json_decref(root);
+		return r;
+	}
+	snprintf(c->ref, sizeof(c->ref), "%s", b.name ? b.name : b.image); /* the audit's target */
+	/* debootstrap runs for minutes: hold no store connection meanwhile */
+	if (c->ctx->store_release)
+		c->ctx->store_release(c->ctx);
+	struct image_info info;
+	struct error err = {0};
+	r = image_bootstrap(s, &b, &info, &err);
+	json_decref(root);
+	if (r == -EREMOTEIO || r == -ETIMEDOUT)
+		return bootstrap_failed(c->err, err.msg);
+	if (r == -ENOKEY)
+		return api_error_internal(c->err, ENOKEY, err.msg);
+	if (r < 0)
+		return api_image_error(c->err, r, &err);
 	return api_respond_json(c, 201, api_image_json(&info));
 }

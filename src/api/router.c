@@ -62,6 +62,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_AUDIT, "GET", "/v1/audit", ROUTE_ADMIN},
     {API_ROUTE_IMAGES_LIST, "GET", "/v1/images", 0},
     {API_ROUTE_IMAGES_IMPORT, "POST", "/v1/images/import", ROUTE_ADMIN | API_ROUTE_RAW_BODY},
+    {API_ROUTE_IMAGES_BOOTSTRAP, "POST", "/v1/images/bootstrap", ROUTE_ADMIN | ROUTE_JSON_BODY},
     {API_ROUTE_IMAGES_PRUNE, "POST", "/v1/images/prune", ROUTE_ADMIN},
     /* before GET {ref}: ".../NAME/export" is an export (write the name with its tag) */
     {API_ROUTE_IMAGE_EXPORT, "GET", "/v1/images/{ref}/export", ROUTE_ADMIN},
@@ -106,6 +107,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_AUDIT] = api_audit_list,
     [API_ROUTE_IMAGES_LIST] = api_images_list,
     [API_ROUTE_IMAGES_IMPORT] = api_images_import,
+    [API_ROUTE_IMAGES_BOOTSTRAP] = api_images_bootstrap,
     [API_ROUTE_IMAGES_PRUNE] = api_images_prune,
     [API_ROUTE_IMAGE_GET] = api_image_get,
     [API_ROUTE_IMAGE_DELETE] = api_image_delete,

@@ -1,8 +1,9 @@
 /*
  * agentbox image: agentboxd's image store, one subcommand each: import,
- * pull, export, ls, inspect, rm, prune. Images are the host's: any key may
- * list and inspect them; import, pull, export, rm and prune are an admin's
- * (an admin key, or root on agentboxd's unix socket).
+ * pull, bootstrap, export, ls, inspect, rm, prune. Images are the host's:
+ * any key may list and inspect them; import, pull, bootstrap, export, rm
+ * and prune are an admin's (an admin key, or root on agentboxd's unix
+ * socket).
  */
 #include "base/cleanup.h"
 #include "base/fileio.h"
@@ -32,6 +33,10 @@ extern char **environ;
 #define IMAGE_REF_ARG_MAX 255
 /* How long an import may take once its archive is sent: agentboxd unpacks it meanwhile. */
 #define IMPORT_ANSWER_TIMEOUT_MS (60 * 60 * 1000)
+/* How long a bootstrap's answer may take: agentboxd kills debootstrap past 30 min. */
+#define BOOTSTRAP_ANSWER_TIMEOUT_MS (40 * 60 * 1000)
+/* Bytes of a mirror's URL we send (agentboxd checks it: image/bootstrap.h). */
+#define MIRROR_ARG_MAX 255
 /* The most an export may send: agentboxd's IMAGE_EXPORT_MAX (image/commit.h). */
 #define EXPORT_MAX ((16ULL << 30) + (1ULL << 20))
 
@@ -46,6 +51,7 @@ static const char help[] =
     "  import    import an OCI image layout (a tar of one) or a docker save archive\n"
     "  pull      pull an image from a registry (OCI distribution API)\n"
     "  export    write an image out as an OCI image layout tar\n"
+    "  bootstrap make a Debian base image with debootstrap (debian:bookworm)\n"
     "  ls        list images\n"
     "  inspect   show an image: its config, layers and sizes, as JSON\n"
     "  rm        remove images (refused while one is in use)\n"
@@ -59,7 +65,7 @@ static const char help[] =
 	"REF is a name, \"name[:tag]\" (\":latest\" when no tag), or an image's digest,\n"         \
 	"\"sha256:<64 hex digits>\".\n"
 
-enum { OPT_JSON = CLI_OPT_VERB, OPT_NAME };
+enum { OPT_JSON = CLI_OPT_VERB, OPT_NAME, OPT_MIRROR };
 
 static const struct option options[] = {
     {"json", no_argument, NULL, OPT_JSON},
@@ -68,6 +74,7 @@ static const struct option options[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
+    {"mirror", required_argument, NULL, OPT_MIRROR},
     {0},
 };
 
@@ -75,6 +82,7 @@ struct opts {
 	const char *socket_path; /* NULL = not given */
 	const char *name;	 /* import --name */
 	const char *output;	 /* export -o */
+	const char *mirror;	 /* bootstrap --mirror */
 	bool json, quiet;
 };
 
@@ -96,6 +104,9 @@ static int parse_options(const char *verb, const char *help_text, int argc, char
 			break;
 		case 'o':
 			o->output = optarg;
+			break;
+		case OPT_MIRROR:
+			o->mirror = optarg;
 			break;
 		case OPT_JSON:
 			o->json = true;
@@ -485,6 +496,70 @@ static int image_export(int argc, char **argv)
 	return rc;
 }
 
+/* ---- bootstrap ----------------------------------------------------------------- */
+
+static const char bootstrap_help[] =
+    "usage: agentbox image bootstrap [OPTIONS] debian:SUITE\n"
+    "\n"
+    "Make a Debian base image: agentboxd runs debootstrap --variant=minbase of\n"
+    "SUITE (bookworm, trixie...) from its Debian mirror (agentboxd\n"
+    "--debian-mirror; its Release signed by a key of --debian-keyring), packs\n"
+    "the tree as one layer and imports it, named debian:SUITE, printing the\n"
+    "name. It takes minutes; agentboxd kills debootstrap past 30 minutes. The\n"
+    "image runs /bin/bash by default, with Debian's PATH.\n"
+    "\n"
+    "options:\n"
+    "  --name REF      the name to give it (default debian:SUITE)\n"
+    "  --mirror URL    another mirror, http:// or https:// (default:\n"
+    "                  agentboxd's --debian-mirror)\n"
+    "  --json          print the image as agentboxd answered\n" CLIENT_HELP_SOCKET "\n"
+    "exit status: 0 made; 125 agentbox or agentboxd failed or refused (one line\n"
+    "on stderr; a failed debootstrap ends in its last lines and\n"
+    "(bootstrap_failed)).\n";
+
+static int image_bootstrap(int argc, char **argv)
+{
+	const char *verb = "image bootstrap";
+	struct opts o;
+	int rc = parse_options(verb, bootstrap_help, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_fail("%s: give one debian:SUITE (see agentbox %s --help)", verb, verb);
+	const char *image = argv[optind];
+	if ((rc = check_ref(verb, image)) != 0 || (o.name && (rc = check_ref(verb, o.name)) != 0))
+		return rc;
+	if (o.mirror && strlen(o.mirror) > MIRROR_ARG_MAX)
+		return cli_fail("%s: --mirror: a URL of at most %d bytes", verb, MIRROR_ARG_MAX);
+	_cleanup_json_ json_t *body =
+	    json_pack("{s:s, s:s*, s:s*}", "image", image, "name", o.name, "mirror", o.mirror);
+	if (!body)
+		return cli_fail("%s: out of memory", verb);
+	struct client_request req = {
+	    .method = "POST",
+	    .target = "/v1/images/bootstrap",
+	    .json = body,
+	    .read_timeout_ms = BOOTSTRAP_ANSWER_TIMEOUT_MS,
+	};
+	struct error err = {0};
+	struct client c;
+	_cleanup_json_ json_t *answer = NULL;
+	int r = client_init(&c, o.socket_path, &err);
+	if (r == 0)
+		r = client_request(&c, &req, &answer, &err);
+	client_release(&c);
+	if (r < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	if (o.json)
+		return print_json(verb, answer);
+	const char *name = json_string_value(json_object_get(answer, "name"));
+	if (!name)
+		return cli_fail("%s: agentboxd's answer has no name", verb);
+	if (cli_print_text(name) < 0)
+		return cli_fail("%s: cannot write the output", verb);
+	return 0;
+}
+
 /* ---- ls ------------------------------------------------------------------------ */
 
 static const char ls_help[] =
@@ -666,6 +741,7 @@ int verb_image(int argc, char **argv)
 	    {"prune", "remove what no image names", image_prune},
 	    {"pull", "pull an image from a registry", image_pull},
 	    {"export", "write an image out as an OCI layout tar", image_export},
+	    {"bootstrap", "make a Debian base image", image_bootstrap},
 	};
 	return cli_dispatch("image", help, commands, ELEMENTSOF(commands), argc, argv);
 }

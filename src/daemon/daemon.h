@@ -147,6 +147,8 @@ struct daemon_config {
 	struct quota quota_defaults; /* --tenant-quota: every tenant's, where its own do not say */
 	const char *egress_cacert;   /* --egress-cacert FILE, or NULL: the host's CAs */
 	const char *registry_config; /* --registry-config FILE (image/pull.h), or NULL */
+	const char *debian_mirror;   /* --debian-mirror URL (image/bootstrap.h), or NULL */
+	const char *debian_keyring;  /* --debian-keyring FILE, or NULL */
 	/* --rate, --rate-burst, --auth-fail-rate, --auth-fail-burst (rate 0: no limit;
 	 * burst 0: DAEMON_RATE_BURST_FACTOR times the rate) */
 	uint32_t rate, rate_burst, auth_fail_rate, auth_fail_burst;

@@ -29,6 +29,7 @@
 #include "core/layout.h"
 #include "core/limits.h"
 #include "image/pull.h"
+#include "image/bootstrap.h"
 #include "image/store.h"
 #include "sched/sched.h"
 
@@ -62,6 +63,7 @@ static const char usage_text[] =
     "                 [--pool N] [--pool-network N]\n"
     "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
     "                 [--audit-rows N] [--registry-config FILE]\n"
+    "                 [--debian-mirror URL] [--debian-keyring FILE]\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
     "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
@@ -122,6 +124,10 @@ static const char usage_text[] =
     "                     past them its requests with a key are 429 until it\n"
     "                     refills (default 10; 0 = no limit)\n"
     "  --auth-fail-burst N  failed authentications at once (default: twice the rate)\n"
+    "  --debian-mirror URL  the Debian mirror `agentbox image bootstrap` takes\n"
+    "                     its packages from (default " IMAGE_BOOTSTRAP_MIRROR_DEFAULT ")\n"
+    "  --debian-keyring FILE  the keys its Release must be signed with (default\n"
+    "                     " IMAGE_BOOTSTRAP_KEYRING_DEFAULT ")\n"
     "  --supervisor PATH  the agentbox-supervisor binary (default: next to agentboxd)\n"
     "  --shim PATH        the agentbox-shim binary (default: next to agentboxd)\n"
     "  --version          print agentboxd's version and exit\n"
@@ -178,6 +184,9 @@ struct run {
 	struct stat sock_st; /* our socket file, to remove only that one */
 };
 
+/* Options without a letter. */
+enum { OPT_DEBIAN_MIRROR = 0x200, OPT_DEBIAN_KEYRING };
+
 /* Parse argv into d->cfg. -1 to go on, else the exit status (help, usage error). */
 static int parse_options(int argc, char **argv, struct daemon *d, bool *print_token)
 {
@@ -200,6 +209,8 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"resolver", required_argument, NULL, 'R'},
 	    {"egress-cacert", required_argument, NULL, 'A'},
 	    {"registry-config", required_argument, NULL, 'G'},
+	    {"debian-mirror", required_argument, NULL, OPT_DEBIAN_MIRROR},
+	    {"debian-keyring", required_argument, NULL, OPT_DEBIAN_KEYRING},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"tenant-quota", required_argument, NULL, 'q'},
@@ -431,6 +442,25 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			break;
 		case 'G':
 			d->cfg.registry_config = optarg;
+			break;
+		case OPT_DEBIAN_MIRROR: {
+			struct error err = {0};
+			if (image_bootstrap_check_mirror(optarg, &err) < 0) {
+				fprintf(stderr, "agentboxd: --debian-mirror: %s\n", err.msg);
+				return 2;
+			}
+			d->cfg.debian_mirror = optarg;
+			break;
+		}
+		case OPT_DEBIAN_KEYRING:
+			if (optarg[0] != '/' || access(optarg, R_OK) < 0) {
+				fprintf(stderr,
+					"agentboxd: --debian-keyring: '%s' is not a readable file "
+					"given by its absolute path\n",
+					optarg);
+				return 2;
+			}
+			d->cfg.debian_keyring = optarg;
 			break;
 		case 'r':
 		case 'b':

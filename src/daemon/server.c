@@ -476,6 +476,8 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .fleet = l->d->fleet,
 	    .images = l->d->images,
 	    .registries = l->d->registries,
+	    .debian_mirror = l->d->cfg.debian_mirror,
+	    .debian_keyring = l->d->cfg.debian_keyring,
 	    .network_ready = daemon_network_ready,
 	    .secrets_ready = daemon_secrets_ready,
 	    .task_submitted = on_task_submitted,

@@ -8,6 +8,8 @@
  * the limit (413, announced or not), a bad ref (invalid_id), prune;
  * an export (an admin's: a file answer, an OCI layout tar, nothing left
  * in the store's tmp/).
+ * POST /v1/images/bootstrap's refusals before debootstrap runs (who, each
+ * field named, a keyring that is not there).
  * Imports chown: root only, skipped otherwise.
  */
 #include <stdarg.h>
@@ -173,6 +175,24 @@ struct reply {
 static struct reply call(struct fx *f, const char *auth, const char *method, const char *path)
 {
 	struct api_request req = {.method = method, .path = path, .authorization = auth};
+	struct api_response res = {0};
+	assert_int_equal(api_handle(&f->ctx, &req, &res), 0);
+	struct reply r = {.status = res.status};
+	r.json = res.body ? json_loads(res.body, 0, NULL) : NULL;
+	api_response_release(&res);
+	return r;
+}
+
+/* A request with a JSON body. */
+static struct reply call_json(struct fx *f, const char *auth, const char *method, const char *path,
+			      const char *body)
+{
+	struct api_request req = {.method = method,
+				  .path = path,
+				  .authorization = auth,
+				  .content_type = "application/json",
+				  .body = body,
+				  .body_len = strlen(body)};
 	struct api_response res = {0};
 	assert_int_equal(api_handle(&f->ctx, &req, &res), 0);
 	struct reply r = {.status = res.status};
@@ -372,6 +392,57 @@ static void test_export(void **state)
 	assert_int_equal(mkdir(tmp, 0700), 0);
 }
 
+static const char *field_of(const struct reply *r)
+{
+	return json_string_value(json_object_get(json_object_get(r->json, "error"), "field"));
+}
+
+/* Refused before debootstrap runs: nothing reaches the network. */
+static void test_bootstrap_refusals(void **state)
+{
+	struct fx *f = *state;
+	static const char *const path = "/v1/images/bootstrap";
+	struct reply r = call_json(f, f->member, "POST", path, "{\"image\":\"debian:bookworm\"}");
+	assert_int_equal(r.status, 403);
+	json_decref(r.json);
+	static const struct {
+		const char *body, *code, *field;
+	} bad[] = {
+	    {"{}", "missing_field", "image"},
+	    {"{\"image\":1}", "invalid_field", "image"},
+	    {"{\"image\":\"bookworm\"}", "invalid_field", "image"},
+	    {"{\"image\":\"debian:Bookworm\"}", "invalid_field", "image"},
+	    {"{\"image\":\"debian:b\"}", "invalid_field", "image"},
+	    {"{\"image\":\"debian:abcdefghijklmnopq\"}", "invalid_field", "image"},
+	    {"{\"image\":\"debian:nosuchsuite\"}", "invalid_field", "image"},
+	    {"{\"image\":\"debian:bookworm\",\"name\":\"A B\"}", "invalid_field", "name"},
+	    {"{\"image\":\"debian:bookworm\",\"mirror\":\"ftp://h/debian\"}", "invalid_field",
+	     "mirror"},
+	    {"{\"image\":\"debian:bookworm\",\"mirror\":\"http:///debian\"}", "invalid_field",
+	     "mirror"},
+	    {"{\"image\":\"debian:bookworm\",\"mirror\":\"http://h/a b\"}", "invalid_field",
+	     "mirror"},
+	    {"{\"image\":\"debian:bookworm\",\"mirror\":\"http://h/?q=1\"}", "invalid_field",
+	     "mirror"},
+	    {"{\"image\":\"debian:bookworm\",\"keyring\":\"/k\"}", "unknown_field", "keyring"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = call_json(f, f->admin, "POST", path, bad[i].body);
+		if (r.status != 400 || strcmp(code_of(&r), bad[i].code) != 0 ||
+		    strcmp(field_of(&r), bad[i].field) != 0)
+			fail_msg("%s: %d %s", bad[i].body, r.status, json_dumps(r.json, 0));
+		json_decref(r.json);
+	}
+	/* a mirror's Release is never taken unsigned: no keyring, no bootstrap */
+	f->ctx.debian_keyring = "/nonexistent/keyring.gpg";
+	r = call_json(f, f->admin, "POST", path, "{\"image\":\"debian:bookworm\"}");
+	assert_int_equal(r.status, 500);
+	json_decref(r.json);
+	r = call(f, f->member, "GET", "/v1/images");
+	assert_int_equal(json_array_size(json_object_get(r.json, "images")), 0);
+	json_decref(r.json);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -382,6 +453,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_import_inspect_rm, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_import_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_export, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bootstrap_refusals, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
