@@ -271,3 +271,22 @@ def test_commit_a_sandbox_then_create_from_the_new_image(daemon, tmp_path):
         assert status == 400 and body["error"]["field"] == "name", body
     finally:
         cli(daemon, "sandbox", "rm", sb, plain)
+
+
+def test_the_upper_layer_is_held_to_disk(daemon):
+    """Writes to the image's root land in the sandbox's --disk tmpfs, and stop at its size."""
+    sb = cli(daemon, "sandbox", "create", "--image", "busybox:1", "--user", "root",
+             "--disk", "8m").stdout.strip()
+    try:
+        full = cli(daemon, "exec", sb, "--", "dd", "if=/dev/zero", "of=/etc/big", "bs=1M",
+                   "count=32", check=False)
+        assert full.returncode != 0 and "No space left on device" in full.stderr, full.stderr
+        # the root's writes and the workspace share it: an upload now is 507 no_space
+        cli(daemon, "exec", sb, "--", "sh", "-c", "rm /etc/big; dd if=/dev/zero of=/etc/big "
+            "bs=1M count=7 2>/dev/null; true")
+        status, body = daemon.request("PUT", f"/v1/sandboxes/{sb}/files?path=/workspace/f",
+                                      b"x" * (4 << 20),
+                                      {"Content-Type": "application/octet-stream"})
+        assert status == 507 and body["error"]["code"] == "no_space", (status, body)
+    finally:
+        cli(daemon, "sandbox", "rm", sb)
