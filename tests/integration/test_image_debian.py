@@ -7,8 +7,12 @@ sandbox of the image; the image's tree is never written. No network: the
 repository reaches the sandbox through `agentbox cp`.
 """
 import hashlib
+import io
+import json
 import os
 import subprocess
+import tarfile
+import time
 
 import pytest
 
@@ -108,3 +112,132 @@ def test_a_task_in_the_debian_image(daemon):
     status, out = daemon.request("GET", f"/v1/tasks/{tid}/logs")
     assert out.splitlines()[0].startswith("12."), out
     assert out.splitlines()[1] == "1000"
+
+
+# ---- a Python image: the Debian image and a layer of this host's Debian python3 -----------
+
+PY_SKIP = ("test", "idlelib", "tkinter", "ensurepip", "lib2to3", "turtledemo", "__pycache__")
+
+
+def python_layer():
+    """A tar of /usr/bin/python3.11 (and python3), its stdlib and libexpat, from this host."""
+    binary = "/usr/bin/python3.11"
+    if not os.path.exists(binary) or not os.path.isdir("/usr/lib/python3.11"):
+        pytest.skip("Debian's python3.11 is not installed on this host")
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+        def add(path, arcname=None):
+            info = t.gettarinfo(path, arcname or path.lstrip("/"))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if info.isreg():
+                with open(path, "rb") as f:
+                    t.addfile(info, f)
+            else:
+                t.addfile(info)
+        add(binary)
+        add("/usr/bin/python3")
+        add(os.path.realpath("/usr/lib/x86_64-linux-gnu/libexpat.so.1"),
+            "usr/lib/x86_64-linux-gnu/libexpat.so.1")
+        for dirpath, dirnames, filenames in os.walk("/usr/lib/python3.11"):
+            dirnames[:] = sorted(d for d in dirnames if d not in PY_SKIP)
+            add(dirpath)
+            for name in sorted(filenames):
+                add(os.path.join(dirpath, name))
+    return out.getvalue()
+
+
+def python_layout(debian_tar, out_path):
+    """The Debian image's OCI layout tar plus the python layer, as image python:3.11."""
+    def sha(b):
+        return hashlib.sha256(b).hexdigest()
+    blobs = {}
+    with tarfile.open(debian_tar) as t:
+        for m in t.getmembers():
+            if m.isreg() and m.name.startswith("blobs/sha256/"):
+                blobs[m.name.rsplit("/", 1)[1]] = t.extractfile(m).read()
+        index = json.loads(t.extractfile("index.json").read())
+    manifest = json.loads(blobs[index["manifests"][0]["digest"].split(":")[1]])
+    config = json.loads(blobs[manifest["config"]["digest"].split(":")[1]])
+    layer = python_layer()
+    config["rootfs"]["diff_ids"].append(f"sha256:{sha(layer)}")
+    config["config"]["Cmd"] = ["python3"]
+    cfg = json.dumps(config).encode()
+    manifest["config"] = {"mediaType": "application/vnd.oci.image.config.v1+json",
+                          "digest": f"sha256:{sha(cfg)}", "size": len(cfg)}
+    manifest["layers"].append({"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                               "digest": f"sha256:{sha(layer)}", "size": len(layer)})
+    man = json.dumps(manifest).encode()
+    blobs.update({sha(layer): layer, sha(cfg): cfg, sha(man): man})
+    new_index = json.dumps({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": f"sha256:{sha(man)}", "size": len(man),
+        "annotations": {"org.opencontainers.image.ref.name": "python:3.11"}}]}).encode()
+    with tarfile.open(out_path, "w") as t:
+        def put(name, data):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        put("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        put("index.json", new_index)
+        for hex_, data in blobs.items():
+            put(f"blobs/sha256/{hex_}", data)
+    return out_path
+
+
+@pytest.fixture(scope="module")
+def python_tar(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("python-image")
+    return python_layout(debian_image_layout(tmp), tmp / "python.tar")
+
+
+SCRIPT = """import json, os, sys
+pages = [{"page": i, "words": len(("word " * i).split())} for i in range(1, 31)]
+with open("/workspace/report.json", "w") as f:
+    json.dump(pages, f)
+print(sys.version_info[:2], sum(p["words"] for p in pages), os.getcwd())
+"""
+
+
+def test_a_task_in_a_python_image_runs_a_script(daemon, python_tar, tmp_path):
+    cli(daemon, "image", "import", str(python_tar))
+    script = tmp_path / "report.py"
+    script.write_text(SCRIPT)
+    tid = cli(daemon, "submit", "--image", "python:3.11", "--file",
+              f"{script}:/workspace/report.py", "--", "python3",
+              "/workspace/report.py").stdout.strip()
+    cli(daemon, "wait", tid, check=False)
+    task = daemon.task(tid)
+    status, out = daemon.request("GET", f"/v1/tasks/{tid}/logs")
+    assert task["status"] == "succeeded", (task, out)
+    assert out == "(3, 11) 465 /workspace\n"
+    # out of memory in the image: reported as such
+    tid = cli(daemon, "submit", "--image", "python:3.11", "--memory", "64m", "--",
+              "python3", "-c", "b = bytearray(1 << 30)").stdout.strip()
+    cli(daemon, "wait", tid, check=False)
+    assert daemon.task(tid)["status"] == "oom_killed"
+
+
+def test_python_sandboxes_from_their_pool_report_an_oom(python_tar, tmp_path):
+    d = Daemon(tmp_path).start()
+    cli(d, "image", "import", str(python_tar))
+    d.stop()
+    d = Daemon(tmp_path, "--pool", "0", "--pool", "python:3.11=1").start()
+    try:
+        sbdir = d.state / "sandboxes"
+        deadline = time.monotonic() + 120
+        while not (sbdir.exists() and any(sbdir.iterdir())):
+            assert time.monotonic() < deadline, "the image's pool never filled"
+            time.sleep(0.05)
+        pooled = {p.name for p in sbdir.iterdir()}
+        sb = cli(d, "sandbox", "create", "--image", "python:3.11").stdout.strip()
+        assert sb in pooled
+        status, ran = d.request("POST", f"/v1/sandboxes/{sb}/exec", {
+            "command": ["python3", "-c", "print(sum(range(10)))"]})
+        assert status == 200 and ran["stdout"] == "45\n", ran
+        status, oom = d.request("POST", f"/v1/sandboxes/{sb}/exec", {
+            "command": ["python3", "-c", "b = bytearray(1 << 30)"]})
+        assert status == 200 and oom["oom_killed"] is True, oom
+        cli(d, "sandbox", "rm", sb)
+    finally:
+        d.stop()
