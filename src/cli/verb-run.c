@@ -11,6 +11,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/run-image.h"
 #include "cli/run-network.h"
 #include "runtime/sandbox.h"
 #include "runtime/spec.h"
@@ -52,6 +53,11 @@ static const char help[] =
     "  --image-tree DIR   / is a writable overlay of an image's tree as the image\n"
     "                     store unpacks it (files owned by its ids + 199934464 on\n"
     "                     the host), never written itself; writes land in --disk\n"
+    "  --image REF        / is a writable overlay of agentboxd's image REF (name:tag\n"
+    "                     or digest: agentboxd says which, its tree is read under\n"
+    "                     --state-dir); its Env, WorkingDir, and Entrypoint + Cmd\n"
+    "                     when no COMMAND is given, are the defaults\n"
+    "  --state-dir DIR    agentboxd's state directory (default /var/lib/agentbox)\n"
     "  --user USER        sandbox (the default: uid 1000, no capabilities) or root\n"
     "                     (uid 0 of the sandbox's own user namespace, with only the\n"
     "                     capabilities package managers need; never the host's root)\n"
@@ -94,6 +100,8 @@ enum {
 	OPT_WORKDIR,
 	OPT_ROOTFS,
 	OPT_IMAGE_TREE,
+	OPT_IMAGE,
+	OPT_STATE_DIR,
 	OPT_USER,
 	OPT_NETWORK,
 	OPT_NETWORK_RATE,
@@ -114,6 +122,8 @@ static const struct option options[] = {
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"rootfs", required_argument, NULL, OPT_ROOTFS},
     {"image-tree", required_argument, NULL, OPT_IMAGE_TREE},
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
     {"user", required_argument, NULL, OPT_USER},
     {"network", required_argument, NULL, OPT_NETWORK},
     {"network-rate", required_argument, NULL, OPT_NETWORK_RATE},
@@ -127,6 +137,7 @@ static const struct option options[] = {
 struct run_args {
 	struct spec spec;
 	struct run_network net;
+	struct run_image image;
 	const char *result_path;
 	bool help;
 };
@@ -176,6 +187,15 @@ static int parse_value(int opt, const char *arg, struct run_args *a, struct erro
 		return 0;
 	case OPT_IMAGE_TREE:
 		s->image_tree = arg;
+		return 0;
+	case OPT_IMAGE:
+		a->image.ref = arg;
+		return 0;
+	case OPT_STATE_DIR:
+		if (arg[0] != '/')
+			return error_set(err, EINVAL, "--state-dir: '%s' is not an absolute path",
+					 arg);
+		a->image.state_dir = arg;
 		return 0;
 	case OPT_USER:
 		if (strcmp(arg, "root") == 0)
@@ -348,6 +368,7 @@ int verb_run(int argc, char **argv)
 	_cleanup_close_ int sigfd = -1;
 	spec_init(&a.spec);
 	run_network_init(&a.net);
+	run_image_init(&a.image);
 	int rc = EXIT_AGENTBOX;
 	long denied = -1;
 
@@ -360,7 +381,7 @@ int verb_run(int argc, char **argv)
 		rc = 0;
 		goto out;
 	}
-	if (spec_validate(&a.spec, &err) < 0) {
+	if (run_image_apply(&a.image, &a.spec, &err) < 0 || spec_validate(&a.spec, &err) < 0) {
 		rc = cli_fail("run: %s", err.msg);
 		goto out;
 	}
@@ -420,5 +441,6 @@ down:
 out:
 	(void)run_network_down(&a.net, &denied, &err); /* what is left: only memory */
 	spec_release(&a.spec);
+	run_image_release(&a.image);
 	return rc;
 }

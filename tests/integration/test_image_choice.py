@@ -290,3 +290,18 @@ def test_the_upper_layer_is_held_to_disk(daemon):
         assert status == 507 and body["error"]["code"] == "no_space", (status, body)
     finally:
         cli(daemon, "sandbox", "rm", sb)
+
+
+def test_agentbox_run_with_an_image_of_the_store(daemon):
+    """agentbox run --image: agentboxd says what the image is, the run reads its tree."""
+    run = ["run", "--image", "busybox:1", "--state-dir", str(daemon.state)]
+    out = cli(daemon, *run, "--env", "SHADOWED=run")
+    assert out.stdout == "hello run from /app as 1000\n"  # Env, WorkingDir and Cmd
+    out = cli(daemon, *run, "--user", "root", "--", "sh", "-c", "cat data.txt; id -u")
+    assert out.stdout == "from the image\n0\n"
+    bad = cli(daemon, "run", "--image", "nosuch:1", "--state-dir", str(daemon.state), "--",
+              "true", check=False)
+    assert bad.returncode == 125 and "nosuch:1" in bad.stderr and "not_found" in bad.stderr
+    elsewhere = cli(daemon, "run", "--image", "busybox:1", "--state-dir", "/nonexistent", "--",
+                    "true", check=False)
+    assert elsewhere.returncode == 125 and "--state-dir" in elsewhere.stderr
