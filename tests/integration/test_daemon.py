@@ -97,7 +97,10 @@ def test_seed_scenario(daemon):
 
     tasks = daemon.wait_all(steady + [leaky], timeout=120, on_poll=probe)
     check_seed(daemon, steady, leaky, tasks)
-    assert slowest[0] < 0.1, f"a status query took {slowest[0] * 1000:.0f} ms"
+    # a bound on liveness (the daemon never makes a reader wait on the tasks'
+    # work), not on speed: under the guest's emulation, or a loaded CI host,
+    # a query's own time varies; docs/PERFORMANCE.md has what it takes here
+    assert slowest[0] < 1.0, f"a status query took {slowest[0] * 1000:.0f} ms"
 
 
 def test_seed_scenario_survives_three_daemon_kills(daemon):
