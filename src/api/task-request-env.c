@@ -109,7 +109,8 @@ static int file_content(json_t *v, const char *field, size_t *ret_len, struct ap
 			       "%s must be a string (the file's text) or {\"base64\": \"...\"}",
 			       field);
 	size_t n = json_string_length(b64);
-	if (n / 4 * 3 > TASK_REQUEST_FILES_BYTES_MAX)
+	/* 4 characters for 3 bytes, less its padding: checked before any decoding */
+	if (n / 4 * 3 > TASK_REQUEST_FILES_BYTES_MAX + 2)
 		return INVALID(e, "files", "files hold more than %d bytes in all",
 			       TASK_REQUEST_FILES_BYTES_MAX);
 	struct buf b = {.max = TASK_REQUEST_FILES_BYTES_MAX};
@@ -119,6 +120,9 @@ static int file_content(json_t *v, const char *field, size_t *ret_len, struct ap
 	if (r == -EINVAL)
 		return INVALID(e, field, "%s.base64 is not strict base64 (RFC 4648, padded)",
 			       field);
+	if (r == -E2BIG)
+		return INVALID(e, "files", "files hold more than %d bytes in all",
+			       TASK_REQUEST_FILES_BYTES_MAX);
 	if (r < 0)
 		return r;
 	*ret_len = len;

@@ -183,7 +183,7 @@ int task_request_expand_tars(json_t *files, struct api_error *e)
 		memcpy(dir, key, klen - 1);
 		dir[klen - 1] = '\0';
 		size_t n = json_string_length(t);
-		if (n / 4 * 3 > TASK_REQUEST_TAR_BYTES_MAX) {
+		if (n / 4 * 3 > TASK_REQUEST_TAR_BYTES_MAX + 2) {
 			r = INVALID(e, field, "%s.tar_base64 holds more than %d bytes", field,
 				    TASK_REQUEST_TAR_BYTES_MAX);
 			break;
@@ -192,6 +192,9 @@ int task_request_expand_tars(json_t *files, struct api_error *e)
 		r = base64_decode(&b, json_string_value(t), n);
 		if (r == -EINVAL)
 			r = INVALID(e, field, "%s.tar_base64 is not strict base64", field);
+		if (r == -E2BIG)
+			r = INVALID(e, field, "%s.tar_base64 holds more than %d bytes", field,
+				    TASK_REQUEST_TAR_BYTES_MAX);
 		if (r == 0)
 			r = expand_one(field, dir, b.data ? b.data : "", b.len, out, &total, e);
 		buf_release(&b);
