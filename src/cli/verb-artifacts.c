@@ -206,8 +206,9 @@ static int download_all(struct client *c, const char *id, const json_t *entries,
 		} else if (strcmp(type, "file") == 0) {
 			rc = fetch(c, id, path, dirfd, rel);
 		} else {
-			fprintf(stderr, "agentbox artifacts: %s is %s: not kept\n", path,
-				strcmp(type, "missing") == 0 ? "missing" : type);
+			bool missing = strcmp(type, "missing") == 0;
+			fprintf(stderr, "agentbox artifacts: %s is %s%s: not kept\n", path,
+				missing ? "" : "a ", type);
 		}
 		if (rc)
 			return rc;
