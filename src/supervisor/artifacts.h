@@ -29,7 +29,8 @@
  *
  * The new set is built in <task>/artifacts.new/ and swapped in whole
  * (renameat2 RENAME_EXCHANGE), after a syncfs: the last attempt's
- * artifacts replace the older ones.
+ * artifacts replace the older ones. On a failure (the host's: its disk
+ * full) the caller removes LAYOUT_ARTIFACTS_NEW; the older set stays.
  */
 #ifndef AGENTBOX_SUPERVISOR_ARTIFACTS_H
 #define AGENTBOX_SUPERVISOR_ARTIFACTS_H

@@ -185,19 +185,23 @@ static int open_channels(struct supervisor *s)
 /*
  * The task's artifacts out of the sandbox's data (the fds init handed
  * over, or none), into <task>/artifacts/, before result.json says the
- * attempt ended. A failure here is the host's (disk full): the attempt
- * is then not recorded, as with its journals.
+ * attempt ended. A failure here is the host's (its disk full): said in
+ * supervisor.log, the unfinished set removed, and the attempt recorded
+ * all the same, its end being what it was (the earlier set, if any,
+ * stays, its manifest naming its attempt).
  */
-static int collect_artifacts(struct supervisor *s, int work_fd, int tmp_fd)
+static void collect_artifacts(struct supervisor *s, int work_fd, int tmp_fd)
 {
 	struct error err = {0};
 	_cleanup_close_ int task = openat(s->dirfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int r = task < 0 ? error_set_errno(&err, errno, "open the task's directory")
 			 : artifacts_collect(task, s->a->attempt, s->a->artifacts,
 					     s->a->spec.workdir, work_fd, tmp_fd, &err);
-	if (r < 0)
+	if (r < 0) {
 		note("cannot keep the artifacts: %s", err.msg);
-	return r;
+		if (task >= 0)
+			(void)artifacts_remove_tree(task, LAYOUT_ARTIFACTS_NEW);
+	}
 }
 
 static int run(const char *dir, const sigset_t *cancel)
@@ -303,8 +307,8 @@ static int run(const char *dir, const sigset_t *cancel)
 		note("cannot keep the journals: %s", strerror(-s.failed));
 		return 1;
 	}
-	if (a.artifacts && collect_artifacts(&s, work_fd, tmp_fd) < 0)
-		return 1;
+	if (a.artifacts)
+		collect_artifacts(&s, work_fd, tmp_fd);
 	struct attempt_counts counts = {
 	    .progress_lines = s.progress.accepted - s.progress.egress,
 	    .egress_denied = s.progress.egress,
