@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "api/task-request.h"
 #include "base/base64.h"
 #include "base/buf.h"
@@ -279,6 +280,27 @@ static void test_tar_directories(void **state)
 	free(body);
 }
 
+/* {path} is the rest of the path, slashes and all; {id} is still checked as a task's. */
+static void test_artifact_routes(void **state)
+{
+	(void)state;
+	struct api_match m;
+	api_route_match("GET", "/v1/tasks/tsk_a/artifacts/workspace/out/a.bin", &m);
+	assert_non_null(m.route);
+	assert_int_equal(m.route->id, API_ROUTE_TASK_ARTIFACT);
+	assert_int_equal(m.param_len, 5);
+	assert_memory_equal(m.param, "tsk_a", 5);
+	assert_int_equal(m.param2_len, strlen("workspace/out/a.bin"));
+	assert_memory_equal(m.param2, "workspace/out/a.bin", m.param2_len);
+	api_route_match("GET", "/v1/tasks/tsk_a/artifacts", &m);
+	assert_int_equal(m.route->id, API_ROUTE_TASK_ARTIFACTS);
+	api_route_match("GET", "/v1/tasks/tsk_a/artifacts/", &m);
+	assert_null(m.route); /* an empty {path} is no path */
+	api_route_match("POST", "/v1/tasks/tsk_a/artifacts/x", &m);
+	assert_null(m.route);
+	assert_true(m.path_known);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -286,6 +308,7 @@ int main(void)
 	    cmocka_unit_test(test_base64_counts_decoded_bytes),
 	    cmocka_unit_test(test_artifacts),
 	    cmocka_unit_test(test_tar_directories),
+	    cmocka_unit_test(test_artifact_routes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
