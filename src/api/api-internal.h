@@ -135,6 +135,8 @@ int api_task_get(struct api_call *c);
 int api_task_cancel(struct api_call *c);
 int api_task_events(struct api_call *c);
 int api_task_logs(struct api_call *c);
+int api_task_artifacts(struct api_call *c); /* artifacts.c */
+int api_task_artifact(struct api_call *c);
 int api_sandboxes_list(struct api_call *c); /* sandboxes.c */
 int api_sandboxes_create(struct api_call *c);
 int api_sandbox_get(struct api_call *c);

@@ -149,6 +149,9 @@ enum api_route_id {
 	API_ROUTE_IMAGE_GET,
 	API_ROUTE_IMAGE_DELETE,
 	API_ROUTE_IMAGES_PULL,
+	/* a task's artifacts (artifacts.c) */
+	API_ROUTE_TASK_ARTIFACTS,
+	API_ROUTE_TASK_ARTIFACT, /* {path}: the rest of the path */
 	API_ROUTE_COUNT
 };
 

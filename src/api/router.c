@@ -69,6 +69,8 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_IMAGE_GET, "GET", "/v1/images/{ref}", 0},
     {API_ROUTE_IMAGE_DELETE, "DELETE", "/v1/images/{ref}", ROUTE_ADMIN},
     {API_ROUTE_IMAGES_PULL, "POST", "/v1/images/pull", ROUTE_ADMIN | ROUTE_JSON_BODY},
+    {API_ROUTE_TASK_ARTIFACTS, "GET", "/v1/tasks/{id}/artifacts", 0},
+    {API_ROUTE_TASK_ARTIFACT, "GET", "/v1/tasks/{id}/artifacts/{path}", 0},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -113,6 +115,8 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_IMAGE_DELETE] = api_image_delete,
     [API_ROUTE_IMAGES_PULL] = api_images_pull,
     [API_ROUTE_IMAGE_EXPORT] = api_image_export,
+    [API_ROUTE_TASK_ARTIFACTS] = api_task_artifacts,
+    [API_ROUTE_TASK_ARTIFACT] = api_task_artifact,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};
@@ -161,6 +165,14 @@ static bool pattern_matches(const char *pattern, const char *path, const char **
 				return false;
 			*param = s;
 			*param_len = rest - tail;
+			return true;
+		}
+		/* "{path}", which ends a pattern, is the rest of the path in param2 */
+		if (plen == 6 && memcmp(p, "{path}", 6) == 0 && p[6] == '\0') {
+			if (slen == 0)
+				return false;
+			*param2 = s;
+			*param2_len = strlen(s);
 			return true;
 		}
 		if (plen == 4 && memcmp(p, "{id}", 4) == 0) {
@@ -318,7 +330,7 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 		}
 	}
 	c->pid = -1;
-	if (m->param2) {
+	if (m->param2 && id != API_ROUTE_TASK_ARTIFACT) {
 		char text[16];
 		char *end;
 		size_t n = m->param2_len < sizeof(text) - 1 ? m->param2_len : sizeof(text) - 1;

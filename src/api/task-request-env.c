@@ -5,9 +5,11 @@
 #include "api/task-request-internal.h"
 #include "core/limits.h"
 
+#include "base/base64.h"
 #include "base/parse.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +91,110 @@ static const char *file_path_problem(const char *path)
 	}
 }
 
+/*
+ * A file's content: a string (UTF-8 text, no NUL), or {"base64": "..."}
+ * (any bytes, strict base64). *ret_len gets its length in bytes.
+ */
+static int file_content(json_t *v, const char *field, size_t *ret_len, struct api_error *e)
+{
+	if (json_is_string(v)) {
+		if (memchr(json_string_value(v), '\0', json_string_length(v)))
+			return INVALID(e, field, "%s must not contain a NUL character", field);
+		*ret_len = json_string_length(v);
+		return 0;
+	}
+	json_t *b64 = json_object_get(v, "base64");
+	if (!json_is_object(v) || json_object_size(v) != 1 || !json_is_string(b64))
+		return INVALID(e, field,
+			       "%s must be a string (the file's text) or {\"base64\": \"...\"}",
+			       field);
+	size_t n = json_string_length(b64);
+	/* 4 characters for 3 bytes, less its padding: checked before any decoding */
+	if (n / 4 * 3 > TASK_REQUEST_FILES_BYTES_MAX + 2)
+		return INVALID(e, "files", "files hold more than %d bytes in all",
+			       TASK_REQUEST_FILES_BYTES_MAX);
+	struct buf b = {.max = TASK_REQUEST_FILES_BYTES_MAX};
+	int r = base64_decode(&b, json_string_value(b64), n);
+	size_t len = b.len;
+	buf_release(&b);
+	if (r == -EINVAL)
+		return INVALID(e, field, "%s.base64 is not strict base64 (RFC 4648, padded)",
+			       field);
+	if (r == -E2BIG)
+		return INVALID(e, "files", "files hold more than %d bytes in all",
+			       TASK_REQUEST_FILES_BYTES_MAX);
+	if (r < 0)
+		return r;
+	*ret_len = len;
+	return 0;
+}
+
+/*
+ * An artifact's path: as a file's, or a directory's with a trailing '/',
+ * the workdir and /tmp themselves included ("/workspace/").
+ */
+static const char *artifact_path_problem(const char *path)
+{
+	size_t len = strlen(path);
+	if (strcmp(path, "/workspace/") == 0 || strcmp(path, "/tmp/") == 0)
+		return NULL;
+	if (len > 1 && path[len - 1] == '/' && path[len - 2] != '/') {
+		char copy[SPEC_PATH_MAX + 2];
+		if (len > SPEC_PATH_MAX)
+			return "is longer than the path limit";
+		memcpy(copy, path, len - 1);
+		copy[len - 1] = '\0';
+		return file_path_problem(copy);
+	}
+	return file_path_problem(path);
+}
+
+/* Is a (without a trailing '/') b or an ancestor of it? */
+static bool path_covers(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	while (la > 1 && a[la - 1] == '/')
+		la--;
+	while (lb > 1 && b[lb - 1] == '/')
+		lb--;
+	return la <= lb && strncmp(a, b, la) == 0 && (la == lb || b[la] == '/');
+}
+
+int task_request_parse_artifacts(json_t *v, json_t *out, struct api_error *e)
+{
+	if (!v)
+		return 0;
+	size_t n = json_array_size(v);
+	if (!json_is_array(v))
+		return INVALID(e, "artifacts", "artifacts must be an array of paths");
+	if (n > TASK_ARTIFACTS_PATHS_MAX)
+		return INVALID(e, "artifacts", "artifacts has more than %d paths",
+			       TASK_ARTIFACTS_PATHS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		char field[API_FIELD_MAX];
+		snprintf(field, sizeof(field), "artifacts[%zu]", i);
+		const char *p = json_string_value(json_array_get(v, i));
+		if (!p)
+			return INVALID(e, field, "%s must be a string (a path)", field);
+		if (memchr(p, '\0', json_string_length(json_array_get(v, i))))
+			return INVALID(e, field, "%s must not contain a NUL character", field);
+		const char *problem = artifact_path_problem(p);
+		if (problem)
+			return INVALID(e, field, "artifact path %s", problem);
+		for (size_t j = 0; j < i; j++) {
+			const char *q = json_string_value(json_array_get(v, j));
+			if (path_covers(q, p) || path_covers(p, q))
+				return INVALID(e, field, "%s is %s artifacts[%zu]", field,
+					       path_covers(q, p) ? "inside (or the same as)"
+								 : "a parent of",
+					       j);
+		}
+	}
+	if (n && json_object_set(out, "artifacts", v) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 static int file_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct task_request_file *)a)->path,
@@ -117,16 +223,18 @@ int task_request_parse_files(json_t *files, struct task_request *r, struct api_e
 		const char *problem = file_path_problem(key);
 		if (problem)
 			return INVALID(e, field, "file path %s", problem);
-		if (!json_is_string(v))
-			return INVALID(e, field, "%s must be a string (the file's content)", field);
-		if (memchr(json_string_value(v), '\0', json_string_length(v)))
-			return INVALID(e, field, "%s must not contain a NUL character", field);
-		total += json_string_length(v);
+		size_t len;
+		int ret = file_content(v, field, &len, e);
+		if (ret < 0)
+			return ret;
+		total += len;
 		if (total > TASK_REQUEST_FILES_BYTES_MAX)
 			return INVALID(e, "files", "files hold more than %d bytes in all",
 				       TASK_REQUEST_FILES_BYTES_MAX);
 		r->files[r->nfiles++] = (struct task_request_file){
-		    .path = key, .content = json_string_value(v), .len = json_string_length(v)};
+		    .path = key,
+		    .content = json_is_string(v) ? json_string_value(v) : NULL,
+		    .len = len};
 	}
 	if (r->nfiles)
 		qsort(r->files, r->nfiles, sizeof(*r->files), file_cmp);

@@ -22,8 +22,21 @@ int task_request_parse_network(json_t *v, json_t *secrets, struct task_request *
 /* env (NULL when absent): r->env, r->nenv, sorted by name. */
 int task_request_parse_env(json_t *env, struct task_request *r, struct api_error *e);
 
+/*
+ * files' {"tar_base64": ...} entries (task-request-tar.c) replaced, in
+ * place, by one entry per regular file of each tar. 0, -EINVAL with e
+ * naming the field, or -ENOMEM.
+ */
+int task_request_expand_tars(json_t *files, struct api_error *e);
+
 /* files (NULL when absent): r->files, r->nfiles, sorted by path. */
 int task_request_parse_files(json_t *files, struct task_request *r, struct api_error *e);
+
+/*
+ * artifacts (NULL when absent): checked paths (TASK_ARTIFACTS_PATHS_MAX,
+ * none inside another), into out's "artifacts" when there are some.
+ */
+int task_request_parse_artifacts(json_t *v, json_t *out, struct api_error *e);
 
 /* Every key of obj is in known (NULL-terminated), else unknown_field parent.key. */
 int task_request_check_unknown(json_t *obj, const char *parent, const char *const *known,

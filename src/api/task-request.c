@@ -24,14 +24,15 @@ _Static_assert(TASK_REQUEST_TIMEOUT_MAX_S * 1000ULL == SPEC_TIMEOUT_MAX_MS, "one
 _Static_assert(3 + 4 + 4 + SECRET_MAX <= SPEC_ENV_ADDED_MAX, "what agentbox adds to env fits");
 /* The largest legitimate body in values, as task-request.h counts it. */
 _Static_assert(TASK_REQUEST_VALUES_MAX >= 1 + (1 + SPEC_ARGV_MAX) + (1 + 6) + (1 + SPEC_ENV_MAX) +
-					      (1 + TASK_REQUEST_FILES_MAX) + 1 + (1 + 4) +
+					      (1 + 2 * TASK_REQUEST_FILES_MAX) + 1 + (1 + 4) +
+					      (1 + TASK_ARTIFACTS_PATHS_MAX) +
 					      (TASK_REQUEST_METADATA_MAX + 1) / 2 +
 					      (1 + SECRET_MAX * (1 + 2 + SECRET_HOSTS_MAX)),
 	       "the values of a body bound the largest legitimate one");
 
 static const char *const top_fields[] = {
-    "command", "limits",  "env",   "files", "max_attempts", "retry_on", "metadata",
-    "network", "secrets", "image", "user",  "cwd",	    "pull",	NULL};
+    "command", "limits", "env",	 "files", "max_attempts", "retry_on",  "metadata", "network",
+    "secrets", "image",	 "user", "cwd",	  "pull",	  "artifacts", NULL};
 static const char *const limit_fields[] = {"memory_mb", "cpus",	     "pids", "disk_mb",
 					   "state_mb",	"timeout_s", NULL};
 
@@ -295,6 +296,8 @@ static int parse_root(json_t *root, struct task_request *r, json_t *out, struct 
 	json_t *env = json_object_get(root, "env"), *files = json_object_get(root, "files");
 	ret = task_request_parse_env(env, r, e);
 	if (ret == 0)
+		ret = task_request_expand_tars(files, e);
+	if (ret == 0)
 		ret = task_request_parse_files(files, r, e);
 	if (ret < 0)
 		return ret;
@@ -323,7 +326,8 @@ static int parse_root(json_t *root, struct task_request *r, json_t *out, struct 
 	if (json_object_set_new(out, "metadata", v ? json_incref(v) : json_object()) < 0)
 		return -ENOMEM;
 	bool image;
-	if ((ret = image_fields_parse(root, out, &image, e)) < 0)
+	if ((ret = image_fields_parse(root, out, &image, e)) < 0 ||
+	    (ret = task_request_parse_artifacts(json_object_get(root, "artifacts"), out, e)) < 0)
 		return ret;
 	return task_request_parse_network(json_object_get(root, "network"),
 					  json_object_get(root, "secrets"), r, out, e);

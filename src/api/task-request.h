@@ -50,20 +50,23 @@
  * members, nested ones included) is the largest legitimate task body
  * rounded up to a power of two: the root; command and its SPEC_ARGV_MAX
  * items; limits and its 6 members; env and its SPEC_ENV_MAX entries;
- * files and its TASK_REQUEST_FILES_MAX entries; max_attempts; retry_on
+ * files and its TASK_REQUEST_FILES_MAX entries (two values each in the
+ * {"base64"} form); max_attempts; retry_on
  * and its 4 names; and metadata, whose compact JSON of at most
  * TASK_REQUEST_METADATA_MAX bytes holds at most half as many values (each
- * takes a byte and a comma or bracket): 12,625 in all (task-request.c
- * asserts it). Every other body takes a part of these fields.
+ * takes a byte and a comma or bracket); artifacts and its
+ * TASK_ARTIFACTS_PATHS_MAX paths: 15,626 in all (task-request.c asserts it). Every other body takes
+ * a part of these fields.
  */
 #define TASK_REQUEST_DEPTH_MAX	     64		       /* nesting of the whole body */
 #define TASK_REQUEST_VALUES_MAX	     16384	       /* values in the whole body */
 #define TASK_REQUEST_ARG_MAX	     (64 * 1024)       /* bytes of one command item */
 #define TASK_REQUEST_ARGV_BYTES_MAX  (1024 * 1024)     /* bytes of all command items */
 #define TASK_REQUEST_ENV_BYTES_MAX   (512 * 1024)      /* bytes of all KEY=VALUE */
-#define TASK_REQUEST_FILES_MAX	     64		       /* entries in files */
-#define TASK_REQUEST_FILES_BYTES_MAX (4 * 1024 * 1024) /* content of all files */
+#define TASK_REQUEST_FILES_MAX	     1024	       /* entries in files (= SPEC_FILES_MAX) */
+#define TASK_REQUEST_FILES_BYTES_MAX (4 * 1024 * 1024) /* content of all files, decoded */
 #define TASK_REQUEST_FILE_NAME_MAX   255	       /* bytes of one path component */
+#define TASK_REQUEST_TAR_BYTES_MAX   (4 * 1024 * 1024) /* one "tar_base64", decoded */
 #define TASK_REQUEST_METADATA_MAX    (16 * 1024)       /* metadata, canonical JSON */
 #define TASK_REQUEST_TIMEOUT_MAX_S   (30 * 86400)      /* = SPEC_TIMEOUT_MAX_MS */
 /* Env names starting with this are agentbox's own (invalid_field). */
@@ -76,7 +79,8 @@
 
 struct task_request_file {
 	const char *path;    /* absolute, canonical, under /workspace/ or /tmp/ */
-	const char *content; /* len bytes of UTF-8 text, no NUL; NUL-terminated */
+	const char *content; /* len bytes of UTF-8 text, no NUL; NUL-terminated; NULL for
+				base64 content ({"base64": ...}: len bytes once decoded) */
 	size_t len;
 };
 

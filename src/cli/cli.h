@@ -32,6 +32,7 @@ int verb_ps(int argc, char **argv);
 int verb_sandbox(int argc, char **argv);
 int verb_exec(int argc, char **argv);
 int verb_cp(int argc, char **argv);
+int verb_artifacts(int argc, char **argv);
 /* Tenants and API keys (admin; verb-tenant.c, verb-key.c), and who we are to agentboxd. */
 int verb_tenant(int argc, char **argv);
 int verb_key(int argc, char **argv);

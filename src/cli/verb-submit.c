@@ -6,6 +6,8 @@
  * what is not given is left out of the request, so agentboxd's defaults
  * apply. Sizes go as whole MiB, rounded up; the timeout as seconds.
  */
+#include "base/base64.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
@@ -15,17 +17,21 @@
 #include "client/client.h"
 #include "core/task.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The contents of all --file options together. */
-#define SUBMIT_FILES_MAX (4u << 20)
+/* The contents of all --file options together, decoded; and how many files. */
+#define SUBMIT_FILES_MAX       (4u << 20)
+#define SUBMIT_FILES_COUNT_MAX 1024
+#define SUBMIT_DIR_DEPTH_MAX   64 /* directories beneath a --file directory */
 
 static const char help[] =
     "usage: agentbox submit [OPTIONS] -- COMMAND [ARG...]\n"
@@ -41,11 +47,15 @@ static const char help[] =
     "  --attempts N         run at most N attempts (1 to 100)\n"
     "  --retry-on LIST      end statuses that start a new attempt, comma-\n"
     "                       separated: failed, oom_killed, timed_out, lost\n"
-    "  --file LOCAL:SANDBOX copy the local text file LOCAL into the sandbox at\n"
-    "                       the absolute path SANDBOX; repeatable; UTF-8 text\n"
-    "                       only, at most 4 MiB for all files together\n" CLI_HELP_NETWORK
-	CLI_HELP_IMAGE CLI_HELP_METADATA CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT
-    "\n"
+    "  --file LOCAL:SANDBOX copy the local file LOCAL into the sandbox at the\n"
+    "                       absolute path SANDBOX (text as is, other bytes as\n"
+    "                       base64); a directory LOCAL, every file beneath it\n"
+    "                       (symlinks left out); repeatable; at most 4 MiB and\n"
+    "                       1024 files for all together\n"
+    "  --artifact PATH      keep PATH (a file, or a directory: PATH/) of the\n"
+    "                       sandbox when the task ends: agentbox artifacts ID;\n"
+    "                       repeatable\n" CLI_HELP_NETWORK CLI_HELP_IMAGE CLI_HELP_METADATA
+	CLI_HELP_SOCKET_WIDE CLI_HELP_SIZES CLIENT_HELP_ENVIRONMENT "\n"
     "exit status: 0 queued (the id is on stdout); 125 agentbox or agentboxd\n"
     "failed or refused the task (one line on stderr; an error of agentboxd's\n"
     "ends in its code and the field at fault, e.g. (invalid_field, field\n"
@@ -56,6 +66,7 @@ enum {
 	OPT_ATTEMPTS,
 	OPT_RETRY_ON,
 	OPT_FILE,
+	OPT_ARTIFACT,
 };
 
 static const struct option options[] = {
@@ -65,6 +76,7 @@ static const struct option options[] = {
     {"attempts", required_argument, NULL, OPT_ATTEMPTS},
     {"retry-on", required_argument, NULL, OPT_RETRY_ON},
     {"file", required_argument, NULL, OPT_FILE},
+    {"artifact", required_argument, NULL, OPT_ARTIFACT},
     {"metadata", required_argument, NULL, CLI_OPT_METADATA},
     {"network", required_argument, NULL, CLI_OPT_NETWORK},
     {"network-rate", required_argument, NULL, CLI_OPT_NETWORK_RATE},
@@ -129,31 +141,43 @@ static int add_retry_on(struct submit_args *a, const char *arg, struct error *er
 	return 0;
 }
 
-/* Read a local text file into body.files[sandbox_path]. */
-static int add_file(struct submit_args *a, const char *arg, struct error *err)
+/*
+ * The content of a file for body.files: a string when it is UTF-8 text
+ * without NUL, else {"base64": ...}. NULL when out of memory.
+ */
+static json_t *file_content(const char *data, size_t len)
 {
-	/* LOCAL:SANDBOX, split where the (absolute) sandbox path starts */
-	const char *sep = NULL;
-	for (const char *p = strstr(arg, ":/"); p; p = strstr(p + 1, ":/"))
-		sep = p;
-	if (!sep || sep == arg)
-		return error_set(err, EINVAL, "--file: '%s' is not LOCAL:/SANDBOX/PATH", arg);
-	_cleanup_free_ char *local = strndup(arg, (size_t)(sep - arg));
-	const char *dest = sep + 1;
+	if (!memchr(data, '\0', len)) {
+		json_t *text = json_stringn(data, len);
+		if (text)
+			return text;
+	}
+	_cleanup_buf_ struct buf b = {0};
+	char *enc = NULL;
+	size_t n = 0;
+	if (base64_encode(&b, data, len) < 0 || buf_reserve(&b, 0) < 0 ||
+	    buf_steal(&b, &enc, &n) < 0)
+		return NULL;
+	json_t *v = json_pack("{s:s%}", "base64", enc, n);
+	free(enc);
+	return v;
+}
+
+/* Read the regular file fd (named local) into files[dest]. */
+static int add_file_fd(struct submit_args *a, int fd, const char *local, const char *dest,
+		       struct error *err)
+{
 	json_t *files = member(a, "files", false);
-	if (!local || !files)
+	if (!files)
 		return error_set_errno(err, ENOMEM, "building the request");
 	if (json_object_get(files, dest))
 		return error_set(err, EINVAL, "--file: %s is given twice", dest);
-
-	_cleanup_close_ int fd = open(local, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return error_set_errno(err, errno, "--file: %s", local);
+	if (json_object_size(files) >= SUBMIT_FILES_COUNT_MAX)
+		return error_set(err, E2BIG, "--file: more than %u files in all",
+				 SUBMIT_FILES_COUNT_MAX);
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return error_set_errno(err, errno, "--file: %s", local);
-	if (!S_ISREG(st.st_mode))
-		return error_set(err, EINVAL, "--file: %s is not a regular file", local);
 	size_t left = SUBMIT_FILES_MAX - a->file_bytes;
 	if ((uint64_t)st.st_size > left)
 		return error_set(err, EFBIG,
@@ -170,13 +194,125 @@ static int add_file(struct submit_args *a, const char *arg, struct error *err)
 		return error_set(err, EFBIG,
 				 "--file: %s: all files together may hold at most %u MiB", local,
 				 SUBMIT_FILES_MAX >> 20);
-	json_t *text = json_stringn(buf, (size_t)n);
-	if (!text)
-		return error_set(err, EINVAL, "--file: %s is not UTF-8 text", local);
-	if (json_object_set_new(files, dest, text) < 0)
+	json_t *content = file_content(buf, (size_t)n);
+	if (!content || json_object_set_new(files, dest, content) < 0)
 		return error_set_errno(err, ENOMEM, "building the request");
 	a->file_bytes += (size_t)n;
 	return 0;
+}
+
+static int name_cmp(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/*
+ * Every regular file beneath the directory dirfd (local, dest: its two
+ * names, dest without a trailing '/') into files, at dest/<its path>.
+ * Symlinks and other special files are left out, with a note on stderr;
+ * nothing is followed.
+ */
+static int add_dir(struct submit_args *a, int dirfd, const char *local, const char *dest,
+		   unsigned depth, struct error *err)
+{
+	if (depth > SUBMIT_DIR_DEPTH_MAX)
+		return error_set(err, E2BIG, "--file: %s: more than %u directories deep", local,
+				 SUBMIT_DIR_DEPTH_MAX);
+	int fd = dup(dirfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return error_set_errno(err, errno, "--file: %s", local);
+	}
+	char **names = NULL;
+	size_t n = 0;
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char **more =
+		    n < SUBMIT_FILES_COUNT_MAX ? realloc(names, (n + 1) * sizeof(*names)) : NULL;
+		if (!more || !(more[n] = strdup(de->d_name))) {
+			names = more ? more : names;
+			r = more ? error_set_errno(err, ENOMEM, "--file: %s", local)
+				 : error_set(err, E2BIG, "--file: %s: more than %u files", local,
+					     SUBMIT_FILES_COUNT_MAX);
+			break;
+		}
+		names = more;
+		n++;
+	}
+	closedir(d);
+	if (r == 0)
+		qsort(names, n, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		char sub_local[4096], sub_dest[4096];
+		if ((size_t)snprintf(sub_local, sizeof(sub_local), "%s/%s", local, names[i]) >=
+			sizeof(sub_local) ||
+		    (size_t)snprintf(sub_dest, sizeof(sub_dest), "%s/%s", dest, names[i]) >=
+			sizeof(sub_dest)) {
+			r = error_set(err, ENAMETOOLONG, "--file: %s/%s: too long a path", local,
+				      names[i]);
+			break;
+		}
+		_cleanup_close_ int sub = openat(
+		    dirfd, names[i], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		struct stat st;
+		if (sub < 0 || fstat(sub, &st) < 0) {
+			if (errno == ELOOP || errno == ENXIO || errno == EOPNOTSUPP) {
+				fprintf(stderr, "agentbox submit: %s is not a file: not sent\n",
+					sub_local);
+				continue;
+			}
+			r = error_set_errno(err, errno, "--file: %s", sub_local);
+		} else if (S_ISDIR(st.st_mode)) {
+			r = add_dir(a, sub, sub_local, sub_dest, depth + 1, err);
+		} else if (S_ISREG(st.st_mode)) {
+			r = add_file_fd(a, sub, sub_local, sub_dest, err);
+		} else {
+			fprintf(stderr, "agentbox submit: %s is not a file: not sent\n", sub_local);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return r;
+}
+
+/*
+ * --file LOCAL:SANDBOX: a local file into body.files[SANDBOX], as text or
+ * base64; a local directory, every file beneath it at SANDBOX/<its path>.
+ */
+static int add_file(struct submit_args *a, const char *arg, struct error *err)
+{
+	/* LOCAL:SANDBOX, split where the (absolute) sandbox path starts */
+	const char *sep = NULL;
+	for (const char *p = strstr(arg, ":/"); p; p = strstr(p + 1, ":/"))
+		sep = p;
+	if (!sep || sep == arg)
+		return error_set(err, EINVAL, "--file: '%s' is not LOCAL:/SANDBOX/PATH", arg);
+	_cleanup_free_ char *local = strndup(arg, (size_t)(sep - arg));
+	_cleanup_free_ char *dest = strdup(sep + 1);
+	if (!local || !dest)
+		return error_set_errno(err, ENOMEM, "building the request");
+	_cleanup_close_ int fd = open(local, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return error_set_errno(err, errno, "--file: %s", local);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return error_set_errno(err, errno, "--file: %s", local);
+	if (S_ISDIR(st.st_mode)) {
+		size_t len = strlen(dest);
+		while (len > 1 && dest[len - 1] == '/')
+			dest[--len] = '\0';
+		return add_dir(a, fd, local, dest, 0, err);
+	}
+	if (!S_ISREG(st.st_mode))
+		return error_set(err, EINVAL, "--file: %s is not a regular file or a directory",
+				 local);
+	return add_file_fd(a, fd, local, dest, err);
 }
 
 static int parse_value(int opt, const char *arg, struct submit_args *a, struct error *err)
@@ -200,6 +336,15 @@ static int parse_value(int opt, const char *arg, struct submit_args *a, struct e
 		return add_retry_on(a, arg, err);
 	case OPT_FILE:
 		return add_file(a, arg, err);
+	case OPT_ARTIFACT: {
+		json_t *list = member(a, "artifacts", true);
+		json_t *p = json_string(arg);
+		if (!p)
+			return error_set(err, EINVAL, "--artifact: '%s' is not UTF-8 text", arg);
+		if (!list || json_array_append_new(list, p) < 0)
+			return error_set_errno(err, ENOMEM, "building the request");
+		return 0;
+	}
 	case CLI_OPT_SOCKET:
 		a->socket_path = arg;
 		return 0;

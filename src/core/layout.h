@@ -16,6 +16,11 @@
  *       secrets.json                        the values of its "secrets" (0600;
  *                                           egress/secret.h's private form),
  *                                           for its supervisors, until it ends
+ *       artifacts/                          the last ended attempt's artifacts
+ *                                           (supervisor/artifacts.h):
+ *           manifest.json                   what was copied, and how much
+ *           files/<sandbox path>            the copies (regular files, dirs)
+ *       artifacts.new/                      the next ones, while being made
  *       attempt-<N>/                        attempt N (supervisor/attempt.h):
  *           attempt.json                    what to run (the scheduler)
  *           lock, supervisor                the supervisor's lock and pid file
@@ -86,6 +91,12 @@
 #define LAYOUT_RESULT	      "result.json"
 /* an allow-mode sandbox's refused connections and names, JSON lines (network/relay.h) */
 #define LAYOUT_NETWORK_LOG "network.jsonl"
+
+/* In a task's directory: its artifacts (supervisor/artifacts.h). */
+#define LAYOUT_ARTIFACTS	  "artifacts"
+#define LAYOUT_ARTIFACTS_NEW	  "artifacts.new"
+#define LAYOUT_ARTIFACTS_MANIFEST "manifest.json"
+#define LAYOUT_ARTIFACTS_FILES	  "files"
 
 /* In a task's directory and a sandbox's: secret values, 0600, never in the store. */
 #define LAYOUT_SECRETS "secrets.json"

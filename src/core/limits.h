@@ -29,8 +29,18 @@
 #define SPEC_VOLUMES_MAX     32
 #define SPEC_PATH_MAX	     1024	  /* bytes in any path we are given */
 #define SPEC_ENV_ENTRY_MAX   (32 * 1024)  /* bytes in one KEY=VALUE */
-#define SPEC_FILES_MAX	     64		  /* files placed in the sandbox at start */
+#define SPEC_FILES_MAX	     1024	  /* files placed in the sandbox at start */
 #define SPEC_FILES_BYTES_MAX (4ULL << 20) /* their total size */
+
+/*
+ * A task's artifacts (supervisor/artifacts.h): what the supervisor copies
+ * out of the sandbox when an attempt ends, into <task>/artifacts/. Every
+ * byte and inode a sandbox can make us write to the host is bounded here.
+ */
+#define TASK_ARTIFACTS_PATHS_MAX   32		  /* paths a task declares */
+#define TASK_ARTIFACTS_BYTES_MAX   (256ULL << 20) /* file bytes copied, per task */
+#define TASK_ARTIFACTS_ENTRIES_MAX 4096		  /* files and directories copied */
+#define TASK_ARTIFACTS_DEPTH_MAX   32		  /* directories below a declared one */
 
 /* The defaults of `agentbox run`. */
 #define SPEC_DEFAULT_MEMORY    (512ULL << 20)

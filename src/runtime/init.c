@@ -25,6 +25,7 @@
  * record and init exits; the launcher turns it into exit status 125.
  */
 #include "base/cleanup.h"
+#include "base/fdpass.h"
 #include "base/fileio.h"
 #include "runtime/landlock.h"
 #include "runtime/launch-internal.h"
@@ -171,6 +172,30 @@ static int drop_privileges(const struct spec *spec, struct error *err)
 }
 
 /*
+ * spec->export_dirs: the workdir and /tmp as just mounted, to the
+ * launcher on the go socket (sandbox_take_dirs()), before anything of the
+ * sandbox's own runs. O_PATH: they open nothing, they only hold.
+ */
+static int export_dirs(const struct launch_ctx *ctx, struct error *err)
+{
+	if (!ctx->spec->export_dirs || ctx->spec->serve)
+		return 0;
+	_cleanup_close_ int work =
+	    open(ctx->spec->workdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int tmp = open("/tmp", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (work < 0 || tmp < 0)
+		return error_set_errno(err, errno, "open the workdir and /tmp");
+	int fds[2] = {work, tmp};
+	union fdpass_buf buf;
+	struct iovec iov = {.iov_base = "d", .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	fdpass_attach(&mh, &buf, fds, 2);
+	if (sendmsg(ctx->sync_fd, &mh, MSG_NOSIGNAL) != 1)
+		return error_set_errno(err, errno, "hand the workdir and /tmp over");
+	return 0;
+}
+
+/*
  * Create spec->files, as the sandbox user (after the drop), so they belong
  * to it; their parents are made as needed. Paths were checked to lie under
  * the workdir or /tmp.
@@ -281,9 +306,9 @@ _Noreturn void init_main(struct launch_ctx *ctx)
 
 	int upper = -1;
 	if (enter_namespaces(&err) < 0 || rootfs_setup(ctx, &upper, &err) < 0 ||
-	    make_cwd(ctx->spec, &err) < 0 || privs_set_rlimits(ctx->spec, &err) < 0 ||
-	    restrict_files(ctx, &err) < 0 || drop_privileges(ctx->spec, &err) < 0 ||
-	    place_files(ctx->spec, &err) < 0)
+	    make_cwd(ctx->spec, &err) < 0 || export_dirs(ctx, &err) < 0 ||
+	    privs_set_rlimits(ctx->spec, &err) < 0 || restrict_files(ctx, &err) < 0 ||
+	    drop_privileges(ctx->spec, &err) < 0 || place_files(ctx->spec, &err) < 0)
 		fail(INIT_STATUS_FD, &err);
 
 	/* Credential changes cleared both; nothing of ours may be inspected from inside. */

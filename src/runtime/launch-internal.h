@@ -93,6 +93,8 @@ struct sandbox {
 	struct serve_host ctl; /* serve mode: the request socket and exit queue */
 	char **envp;
 	char name[32];
+	bool export_dirs; /* spec->export_dirs */
+	int dirs[2];	  /* what init sent of them: workdir, /tmp; or -1 */
 };
 
 /* The sandbox's init: runs in the clone()d child. Never returns. */

@@ -5,6 +5,7 @@
 #include "runtime/sandbox.h"
 
 #include "base/cleanup.h"
+#include "base/fdpass.h"
 #include "base/fileio.h"
 #include "runtime/cgroup.h"
 #include "runtime/idmap.h"
@@ -475,6 +476,8 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 			       .status_fd = -1,
 			       .lifeline_fd = -1,
 			       .serve = spec->serve,
+			       .export_dirs = spec->export_dirs && !spec->serve,
+			       .dirs = {-1, -1},
 			       .ctl.fd = -1,
 			       .timeout_ms = spec->serve ? 0 : spec->timeout_ms,
 			       .start_ns = now_ns()};
@@ -575,6 +578,36 @@ fail:
 	sandbox_release(sb);
 	free(sb);
 	return r;
+}
+
+/*
+ * The dirs init sent on the go socket before its command ran (one byte
+ * 'd' and two fds); it sends nothing else that way. Called once init is
+ * reaped, so whatever it sent is queued.
+ */
+static void receive_dirs(struct sandbox *sb)
+{
+	char c = 0;
+	int fds[2] = {-1, -1};
+	size_t n = 0;
+	int flags = 0;
+	ssize_t r = fdpass_recv(sb->lifeline_fd, &c, 1, MSG_DONTWAIT, fds, 2, &n, &flags);
+	if (r == 1 && c == 'd' && n == 2 && !(flags & MSG_CTRUNC)) {
+		sb->dirs[0] = fds[0];
+		sb->dirs[1] = fds[1];
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+int sandbox_take_dirs(struct sandbox *sb, int *ret_work, int *ret_tmp)
+{
+	if (sb->dirs[0] < 0 || sb->dirs[1] < 0)
+		return -ENOENT;
+	*ret_work = TAKE_FD(sb->dirs[0]);
+	*ret_tmp = TAKE_FD(sb->dirs[1]);
+	return 0;
 }
 
 int sandbox_kill(struct sandbox *sb)
@@ -713,6 +746,8 @@ int sandbox_wait_io(struct sandbox *sb, int cancel_fd, const struct sandbox_io *
 	    info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : info.si_status & 0x7f;
 
 	struct launch_msg setup = {0}, exec_fail = {0}, exit_msg = {0};
+	if (sb->export_dirs)
+		receive_dirs(sb);
 	CLOSE_FD(sb->lifeline_fd);
 	read_messages(sb->status_fd, &setup, &exec_fail, &exit_msg);
 
@@ -756,6 +791,8 @@ struct sandbox *sandbox_free(struct sandbox *sb)
 		(void)syscall(SYS_waitid, P_PIDFD, sb->pidfd, &info, WEXITED, NULL);
 	}
 	sandbox_release(sb);
+	CLOSE_FD(sb->dirs[0]); /* not taken: sandbox_take_dirs() */
+	CLOSE_FD(sb->dirs[1]);
 	free(sb);
 	return NULL;
 }

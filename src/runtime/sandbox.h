@@ -105,6 +105,16 @@ int sandbox_attach_network(struct sandbox *sb,
 			   int (*attach)(void *arg, int pidfd, unsigned slot, struct error *err),
 			   void *arg, struct error *err);
 
+/*
+ * After sandbox_wait(), with spec->export_dirs: the O_PATH directory fds
+ * init handed over of the workdir (*ret_work) and /tmp (*ret_tmp), now
+ * the caller's (O_CLOEXEC). They hold the sandbox's data tmpfs, which no
+ * process of the sandbox can change any more: whatever is read beneath
+ * them is the sandbox's content, untrusted (symlinks, FIFOs, devices).
+ * -ENOENT when init never sent them (it failed before its command).
+ */
+int sandbox_take_dirs(struct sandbox *sb, int *ret_work, int *ret_tmp);
+
 /* The run directory (AGENTBOX_RUN_DIR or the default). */
 const char *sandbox_run_dir(void);
 

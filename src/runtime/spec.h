@@ -90,7 +90,13 @@ struct spec {
 	 * an OOM kills the process that grew, not the whole sandbox.
 	 */
 	bool serve;
-
+	/*
+	 * Hand the launcher the workdir and /tmp: once they are mounted and
+	 * before the command runs, init sends the launcher an O_PATH fd of
+	 * each, which keep the data tmpfs readable after the sandbox is gone
+	 * (sandbox_take_dirs(): a task's artifacts). Not with serve.
+	 */
+	bool export_dirs;
 	uint64_t memory_bytes; /* memory limit; swap is always 0 */
 	uint64_t cpu_milli;    /* CPU quota in thousandths of a CPU */
 	uint64_t pids;	       /* most tasks alive at once */

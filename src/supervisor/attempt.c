@@ -1,9 +1,12 @@
 #include "supervisor/attempt.h"
 
+#include "base/base64.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
 #include "core/layout.h"
+#include "core/limits.h"
 #include "supervisor/spec-json.h"
 #include "supervisor/state.h"
 #include "supervisor/supervise.h"
@@ -73,18 +76,27 @@ static int load_files(json_t *files, struct attempt *a, struct error *err)
 	json_t *content;
 	json_object_foreach(files, path, content)
 	{
-		if (!json_is_string(content))
+		/* a string (text), or {"base64": ...} (any bytes): the API checked both */
+		json_t *b64 = json_object_get(content, "base64");
+		struct buf b = {.max = SPEC_FILES_BYTES_MAX};
+		if (json_is_string(content))
+			buf_append(&b, json_string_value(content), json_string_length(content));
+		else if (json_is_string(b64))
+			base64_decode(&b, json_string_value(b64), json_string_length(b64));
+		else
 			return error_set(err, EINVAL, "attempt.json: spec.files.%s", path);
-		char *p = strdup(path);
-		char *d = malloc(json_string_length(content) + 1);
-		if (!p || !d) {
-			free(p);
-			free(d);
+		char *data = NULL, *p = NULL;
+		size_t len = 0;
+		buf_reserve(&b, 0);
+		if (buf_steal(&b, &data, &len) < 0) {
+			buf_release(&b);
+			return error_set(err, EINVAL, "attempt.json: spec.files.%s", path);
+		}
+		if (!(p = strdup(path))) {
+			free(data);
 			return error_set(err, ENOMEM, "out of memory");
 		}
-		memcpy(d, json_string_value(content), json_string_length(content) + 1);
-		a->files[i++] =
-		    (struct spec_file){.path = p, .data = d, .len = json_string_length(content)};
+		a->files[i++] = (struct spec_file){.path = p, .data = data, .len = len};
 	}
 	a->spec.files = a->files;
 	a->spec.nfiles = i;
@@ -131,6 +143,11 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
 	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
 		return r;
+	json_t *artifacts = json_object_get(spec, "artifacts");
+	if (json_array_size(artifacts) > 0) {
+		a->artifacts = json_incref(artifacts);
+		a->spec.export_dirs = true;
+	}
 	/* the task's state image is /state; the FIFO in this directory is the progress channel */
 	char task_dir[1024];
 	bool image;
@@ -171,6 +188,7 @@ void attempt_release(struct attempt *a)
 		free((char *)a->files[i].data);
 	}
 	free(a->files);
+	json_decref(a->artifacts);
 	*a = (struct attempt){.image.use_fd = -1};
 }
 

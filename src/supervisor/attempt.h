@@ -13,7 +13,9 @@
  *       events, events.len   accepted progress lines (see progress.h), and
  *                      how many bytes of them are durable
  *       output, output.len   stdout and stderr of the task, interleaved
- *       result.json    how the attempt ended; its presence means it ended
+ *       result.json    how the attempt ended; its presence means it ended;
+ *                      written once the task's artifacts are in
+ *                      <task>/artifacts/ (artifacts.h)
  *       supervisor.log the supervisor's own complaints, if any
  *
  * Every file is created by the supervisor or the daemon, mode 0600, in a
@@ -26,6 +28,8 @@
 #include "runtime/sandbox.h"
 #include "runtime/spec.h"
 #include "supervisor/spec-json.h"
+
+#include <jansson.h>
 
 #include <stdint.h>
 
@@ -49,6 +53,7 @@ struct attempt {
 	struct spec_network net; /* the spec's network, if it has one */
 	struct spec_image image; /* the spec's image, if it has one: its use held */
 	char network_log[1024];	 /* the relay's refusals (allow mode) */
+	json_t *artifacts;	 /* the spec's "artifacts" (a reference), or NULL */
 };
 
 /*

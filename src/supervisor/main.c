@@ -23,6 +23,7 @@
 #include "core/layout.h"
 #include "runtime/sandbox.h"
 #include "runtime/serve.h" /* sandbox_init_pid() */
+#include "supervisor/artifacts.h"
 #include "supervisor/attempt.h"
 #include "supervisor/journal.h"
 #include "supervisor/progress.h"
@@ -181,6 +182,28 @@ static int open_channels(struct supervisor *s)
 	return p[1];
 }
 
+/*
+ * The task's artifacts out of the sandbox's data (the fds init handed
+ * over, or none), into <task>/artifacts/, before result.json says the
+ * attempt ended. A failure here is the host's (its disk full): said in
+ * supervisor.log, the unfinished set removed, and the attempt recorded
+ * all the same, its end being what it was (the earlier set, if any,
+ * stays, its manifest naming its attempt).
+ */
+static void collect_artifacts(struct supervisor *s, int work_fd, int tmp_fd)
+{
+	struct error err = {0};
+	_cleanup_close_ int task = openat(s->dirfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = task < 0 ? error_set_errno(&err, errno, "open the task's directory")
+			 : artifacts_collect(task, s->a->attempt, s->a->artifacts,
+					     s->a->spec.workdir, work_fd, tmp_fd, &err);
+	if (r < 0) {
+		note("cannot keep the artifacts: %s", err.msg);
+		if (task >= 0)
+			(void)artifacts_remove_tree(task, LAYOUT_ARTIFACTS_NEW);
+	}
+}
+
 static int run(const char *dir, const sigset_t *cancel)
 {
 	struct supervisor s = {.out_fd = -1, .fifo_fd = -1};
@@ -228,6 +251,7 @@ static int run(const char *dir, const sigset_t *cancel)
 	struct sandbox_result res = {0};
 	const char *error = NULL;
 	struct sandbox *sb = NULL;
+	_cleanup_close_ int work_fd = -1, tmp_fd = -1; /* the sandbox's, for its artifacts */
 	int saved_err = fcntl(2, F_DUPFD_CLOEXEC, 3);
 	if (sigfd < 0 || saved_err < 0 || redirect_for_sandbox(out_w) < 0) {
 		note("cannot prepare the sandbox's stdio: %s", strerror(errno));
@@ -259,6 +283,8 @@ static int run(const char *dir, const sigset_t *cancel)
 		s.sb = sb; /* init is our child: its pid stays ours until this wait reaps it */
 		r = sandbox_wait_io(sb, sigfd, &io, &res, &err);
 		s.sb = NULL;
+		if (r == 0 && a.artifacts)
+			(void)sandbox_take_dirs(sb, &work_fd, &tmp_fd);
 		sandbox_free(sb);
 		if (r < 0) {
 			note("%s", err.msg);
@@ -281,6 +307,8 @@ static int run(const char *dir, const sigset_t *cancel)
 		note("cannot keep the journals: %s", strerror(-s.failed));
 		return 1;
 	}
+	if (a.artifacts)
+		collect_artifacts(&s, work_fd, tmp_fd);
 	struct attempt_counts counts = {
 	    .progress_lines = s.progress.accepted - s.progress.egress,
 	    .egress_denied = s.progress.egress,

@@ -105,6 +105,7 @@ def routes_of(tid, sid):
     t, s = f"/v1/tasks/{tid}", f"/v1/sandboxes/{sid}"
     return [("GET", t, None), ("POST", f"{t}/cancel", None), ("GET", f"{t}/events", None),
             ("GET", f"{t}/logs", None), ("GET", f"{t}/logs?follow=1", None),
+            ("GET", f"{t}/artifacts", None), ("GET", f"{t}/artifacts/workspace/x", None),
             ("GET", s, None), ("POST", f"{s}/timeout", {"timeout_s": 60}),
             ("POST", f"{s}/pause", None), ("POST", f"{s}/resume", None),
             ("POST", f"{s}/exec", {"command": ["true"]}), ("GET", f"{s}/processes", None),

@@ -114,7 +114,7 @@ static void test_files_refused_outside_or_too_many(void **state)
 		many[i] = (struct spec_file){"/tmp/f", "", 0};
 	s.files = many;
 	s.nfiles = SPEC_FILES_MAX + 1;
-	expect_invalid(&s, E2BIG, "more than 64 files");
+	expect_invalid(&s, E2BIG, "more than 1024 files");
 	static const struct spec_file big[] = {{"/tmp/a", "", SPEC_FILES_BYTES_MAX},
 					       {"/tmp/b", "", 1}};
 	s.files = big;
