@@ -223,7 +223,7 @@ int task_request_parse_files(json_t *files, struct task_request *r, struct api_e
 		const char *problem = file_path_problem(key);
 		if (problem)
 			return INVALID(e, field, "file path %s", problem);
-		size_t len;
+		size_t len = 0;
 		int ret = file_content(v, field, &len, e);
 		if (ret < 0)
 			return ret;
