@@ -149,6 +149,8 @@ enum api_route_id {
 	API_ROUTE_IMAGE_GET,
 	API_ROUTE_IMAGE_DELETE,
 	API_ROUTE_IMAGES_PULL,
+	/* an ended task's rows and files (tasks.c) */
+	API_ROUTE_TASK_DELETE,
 	API_ROUTE_COUNT
 };
 

@@ -69,6 +69,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_IMAGE_GET, "GET", "/v1/images/{ref}", 0},
     {API_ROUTE_IMAGE_DELETE, "DELETE", "/v1/images/{ref}", ROUTE_ADMIN},
     {API_ROUTE_IMAGES_PULL, "POST", "/v1/images/pull", ROUTE_ADMIN | ROUTE_JSON_BODY},
+    {API_ROUTE_TASK_DELETE, "DELETE", "/v1/tasks/{id}", 0},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -113,6 +114,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_IMAGE_DELETE] = api_image_delete,
     [API_ROUTE_IMAGES_PULL] = api_images_pull,
     [API_ROUTE_IMAGE_EXPORT] = api_image_export,
+    [API_ROUTE_TASK_DELETE] = api_task_delete,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};
