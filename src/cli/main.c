@@ -37,6 +37,7 @@ static const struct verb verbs[] = {
     {"wait", "follow a task to its end; the exit status tells how it ended", verb_wait},
     {"logs", "print a task's output (-f: follow it)", verb_logs},
     {"cancel", "cancel a task", verb_cancel},
+    {"rm", "remove ended tasks: their records and files", verb_rm},
     {"ps", "list tasks", verb_ps},
     {"sandbox", "create, list, pause, resume, remove interactive sandboxes", verb_sandbox},
     {"exec", "run a command in an interactive sandbox", verb_exec},
