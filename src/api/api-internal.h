@@ -133,6 +133,7 @@ int api_tasks_list(struct api_call *c);
 int api_tasks_create(struct api_call *c);
 int api_task_get(struct api_call *c);
 int api_task_cancel(struct api_call *c);
+int api_task_delete(struct api_call *c);
 int api_task_events(struct api_call *c);
 int api_task_logs(struct api_call *c);
 int api_task_artifacts(struct api_call *c); /* artifacts.c */

@@ -152,6 +152,8 @@ enum api_route_id {
 	/* a task's artifacts (artifacts.c) */
 	API_ROUTE_TASK_ARTIFACTS,
 	API_ROUTE_TASK_ARTIFACT, /* {path}: the rest of the path */
+	/* an ended task's rows and files (tasks.c) */
+	API_ROUTE_TASK_DELETE,
 	API_ROUTE_COUNT
 };
 

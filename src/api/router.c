@@ -71,6 +71,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_IMAGES_PULL, "POST", "/v1/images/pull", ROUTE_ADMIN | ROUTE_JSON_BODY},
     {API_ROUTE_TASK_ARTIFACTS, "GET", "/v1/tasks/{id}/artifacts", 0},
     {API_ROUTE_TASK_ARTIFACT, "GET", "/v1/tasks/{id}/artifacts/{path}", 0},
+    {API_ROUTE_TASK_DELETE, "DELETE", "/v1/tasks/{id}", 0},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -117,6 +118,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_IMAGE_EXPORT] = api_image_export,
     [API_ROUTE_TASK_ARTIFACTS] = api_task_artifacts,
     [API_ROUTE_TASK_ARTIFACT] = api_task_artifact,
+    [API_ROUTE_TASK_DELETE] = api_task_delete,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};

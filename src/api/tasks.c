@@ -5,10 +5,13 @@
 #include "api/api-internal.h"
 #include "api/image-choice.h"
 
-#include "core/layout.h"
 #include "api/task-request.h"
+#include "base/cleanup.h"
+#include "base/fileio.h"
+#include "core/layout.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +190,47 @@ int api_task_cancel(struct api_call *c)
 	if (status == TASK_RUNNING && c->ctx->task_cancel_requested)
 		c->ctx->task_cancel_requested(c->id, c->ctx->hook_data);
 	return respond_task(c, 200);
+}
+
+/*
+ * An ended task's rows (one transaction), then its directory: the order
+ * of sched/retain.h, so that a crash between leaves a directory no row
+ * names (removed at the next start), never a row without its files.
+ */
+int api_task_delete(struct api_call *c)
+{
+	struct error se = {0};
+	int r = store_task_delete(c->ctx->store, c->id, &se);
+	if (r == -EBUSY) {
+		struct task t = {0};
+		r = store_task_get(c->ctx->store, c->id, &t, &se);
+		const char *name = r == 0 ? task_status_name(t.status) : "not ended";
+		api_error_set(c->err, API_ERR_CONFLICT, NULL,
+			      "task %s is %s: cancel it first, and remove it once it has ended",
+			      c->id, name);
+		task_release(&t);
+		return -EINVAL;
+	}
+	if (r < 0)
+		return api_store_error(c, r, &se);
+	char dir[4096], why[ERROR_MSG_MAX];
+	_cleanup_close_ int tasks = -1;
+	if (c->ctx->state_dir &&
+	    (r = layout_state_file(dir, sizeof(dir), c->ctx->state_dir, LAYOUT_TASKS)) == 0 &&
+	    (tasks = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 && errno != ENOENT)
+		r = -errno;
+	if (r == 0 && tasks >= 0)
+		r = remove_tree_at(tasks, c->id);
+	if (r < 0) {
+		snprintf(why, sizeof(why),
+			 "task %s is gone, but not all its files (they go at the daemon's next "
+			 "start)",
+			 c->id);
+		return api_error_internal(c->err, -r, why);
+	}
+	struct buf b = {0};
+	buf_printf(&b, "{\"id\":\"%s\",\"deleted\":true}", c->id);
+	return api_respond(c, 200, API_JSON, &b);
 }
 
 /* "queued,running" into TASK_STATUS_BIT()s. */

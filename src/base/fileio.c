@@ -3,6 +3,7 @@
 #include "base/cleanup.h"
 #include "base/parse.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -153,4 +154,68 @@ int keyed_u64(const char *text, const char *key, uint64_t *ret)
 		line = end ? end + 1 : NULL;
 	}
 	return -ENOENT;
+}
+
+/* Remove what name holds (a directory, under dfd); deep ones moved up to topfd. */
+static int remove_contents(int dfd, int topfd, unsigned depth, unsigned long *moved)
+{
+	int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!d) {
+		CLOSE_FD(dup_fd);
+		return -errno;
+	}
+	rewinddir(d); /* the dup shares dfd's offset: an earlier pass left it at the end */
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dfd, de->d_name, 0) == 0 || errno == ENOENT)
+			continue;
+		if (errno != EISDIR) {
+			r = r ? r : -errno;
+			continue;
+		}
+		if (depth >= REMOVE_TREE_DEPTH_MAX) {
+			char up[48];
+			snprintf(up, sizeof(up), ".deep-%lu", (*moved)++);
+			if (renameat(dfd, de->d_name, topfd, up) < 0)
+				r = r ? r : -errno;
+			continue;
+		}
+		int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			r = r ? r : -errno;
+			continue;
+		}
+		int rr = remove_contents(sub, topfd, depth + 1, moved);
+		close(sub);
+		if (rr < 0 || unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0)
+			r = r ? r : rr < 0 ? rr : -errno;
+	}
+	closedir(d);
+	return r;
+}
+
+int remove_tree_at(int parentfd, const char *name)
+{
+	if (unlinkat(parentfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR)
+		return -errno;
+	_cleanup_close_ int fd =
+	    openat(parentfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* what was moved up lands in fd itself, and is removed by a later pass */
+	unsigned long moved = 0, before;
+	int r;
+	do {
+		before = moved;
+		r = remove_contents(fd, fd, 0, &moved);
+	} while (r == 0 && moved != before);
+	if (r == 0 && unlinkat(parentfd, name, AT_REMOVEDIR) < 0)
+		r = -errno;
+	return r;
 }

@@ -41,6 +41,17 @@ int read_u64_at(int dirfd, const char *name, uint64_t *ret);
 int mkdir_p_at(int dirfd, const char *path, mode_t mode);
 
 /*
+ * Remove name under parentfd and everything in it, without following a
+ * symlink, however deep: past REMOVE_TREE_DEPTH_MAX levels, what is
+ * deeper is moved up into name itself and removed from there, so that the
+ * fds held and the stack stay bounded whatever a tree's depth. What is not
+ * there is no error. Best effort: it goes on past a failure, and returns 0
+ * or the first -errno.
+ */
+#define REMOVE_TREE_DEPTH_MAX 32
+int remove_tree_at(int parentfd, const char *name);
+
+/*
  * The start time of process pid (0 = ourselves), in clock ticks since
  * boot, from /proc/<pid>/stat: with the pid, it names one process even
  * after the pid is reused. 0, -ESRCH when there is no such process, or

@@ -27,6 +27,7 @@ int verb_status(int argc, char **argv);
 int verb_wait(int argc, char **argv);
 int verb_logs(int argc, char **argv);
 int verb_cancel(int argc, char **argv);
+int verb_rm(int argc, char **argv);
 int verb_ps(int argc, char **argv);
 /* Interactive sandboxes: `sandbox` has subcommands (create, ls, ...). */
 int verb_sandbox(int argc, char **argv);

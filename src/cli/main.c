@@ -38,6 +38,7 @@ static const struct verb verbs[] = {
     {"logs", "print a task's output (-f: follow it)", verb_logs},
     {"cancel", "cancel a task", verb_cancel},
     {"artifacts", "download or list a task's artifacts", verb_artifacts},
+    {"rm", "remove ended tasks: their records and files", verb_rm},
     {"ps", "list tasks", verb_ps},
     {"sandbox", "create, list, pause, resume, remove interactive sandboxes", verb_sandbox},
     {"exec", "run a command in an interactive sandbox", verb_exec},

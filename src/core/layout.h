@@ -8,7 +8,9 @@
  *
  *   <state>/agentbox.db                     the SQLite store (store.h)
  *   <state>/daemon.lock, token              the daemon's lock; the TCP token
- *   <state>/tasks/<task id>/                one durable task
+ *   <state>/tasks/<task id>/                one durable task; removed whole
+ *                                           with it, after its rows
+ *                                           (sched/retain.h)
  *       state.img                           its /state, an ext4 image kept
  *                                           from one attempt to the next
  *                                           (supervisor/state.h; a task

@@ -152,6 +152,7 @@ struct daemon_config {
 	/* --rate, --rate-burst, --auth-fail-rate, --auth-fail-burst (rate 0: no limit;
 	 * burst 0: DAEMON_RATE_BURST_FACTOR times the rate) */
 	uint32_t rate, rate_burst, auth_fail_rate, auth_fail_burst;
+	int64_t retain_ms; /* --retain: ended tasks and sandboxes kept this long; 0: for ever */
 };
 
 struct store_pool {
@@ -179,6 +180,7 @@ struct daemon {
 	bool secrets_ready;
 	/* the CA for secrets is there (daemon_egress_ca()) */ /* agentbox's table is installed
 								  (network.c) */
+	struct daemon_retain *retain; /* --retain's thread (retain.c); NULL: none */
 };
 
 int store_pool_init(struct store_pool *p, const char *db_path, struct error *err);
@@ -273,6 +275,20 @@ int daemon_tls_configure(struct daemon_config *cfg, struct error *err);
 void daemon_tls_forget_key(struct daemon_tls *t);
 /* Zero the key, free both. Accepts NULL. */
 void daemon_tls_release(struct daemon_tls *t);
+
+/*
+ * Removing what ended (retain.c, over sched/retain.h). option: --retain
+ * DURATION (or "none") into cfg->retain_ms; 0, or -EINVAL after a message
+ * on stderr. sweep: at the start, before the listeners, the task
+ * directories no row names (a crash in a removal left them). start: with
+ * --retain, a thread of its own, with its own store, that removes ended
+ * tasks and sandbox records older than it, RETAIN_BATCH of each a pass,
+ * a pass every retain_tick_ms(); stop joins it. 0 or -errno with err.
+ */
+int daemon_retain_option(struct daemon_config *cfg, const char *arg);
+int daemon_retain_sweep(struct daemon *d, struct store *st, struct error *err);
+int daemon_retain_start(struct daemon *d, struct error *err);
+void daemon_retain_stop(struct daemon *d);
 
 /* Ring the scheduler's doorbell. */
 void daemon_wake(struct daemon *d);

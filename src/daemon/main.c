@@ -62,7 +62,7 @@ static const char usage_text[] =
     "                 [--tls-cert FILE --tls-key FILE]] [--max-running N]\n"
     "                 [--pool N] [--pool-network N]\n"
     "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
-    "                 [--audit-rows N] [--registry-config FILE]\n"
+    "                 [--audit-rows N] [--retain DURATION] [--registry-config FILE]\n"
     "                 [--debian-mirror URL] [--debian-keyring FILE]\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
     "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
@@ -74,6 +74,9 @@ static const char usage_text[] =
     "                     connect, as a member of TENANT; repeat (at most 64)\n"
     "  --audit-rows N     the audit log's rows kept, the oldest deleted past it\n"
     "                     (default 100000, at most 1000000)\n"
+    "  --retain DURATION  remove ended tasks (their records, logs, /state, files)\n"
+    "                     and ended sandboxes' records this long after they ended:\n"
+    "                     7d, 12h, 30s (1s to 36500d; default none: keep them)\n"
     "  --tenant-quota NAME=VALUE  every tenant's quota NAME where its own does not\n"
     "                     say (agentbox tenant set): sandboxes, tasks_running,\n"
     "                     tasks_queued, memory_mb, cpus, disk_mb or timeout_s; a\n"
@@ -185,7 +188,7 @@ struct run {
 };
 
 /* Options without a letter. */
-enum { OPT_DEBIAN_MIRROR = 0x200, OPT_DEBIAN_KEYRING };
+enum { OPT_DEBIAN_MIRROR = 0x200, OPT_DEBIAN_KEYRING, OPT_RETAIN };
 
 /* Parse argv into d->cfg. -1 to go on, else the exit status (help, usage error). */
 static int parse_options(int argc, char **argv, struct daemon *d, bool *print_token)
@@ -211,6 +214,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"registry-config", required_argument, NULL, 'G'},
 	    {"debian-mirror", required_argument, NULL, OPT_DEBIAN_MIRROR},
 	    {"debian-keyring", required_argument, NULL, OPT_DEBIAN_KEYRING},
+	    {"retain", required_argument, NULL, OPT_RETAIN},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"tenant-quota", required_argument, NULL, 'q'},
@@ -461,6 +465,10 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 				return 2;
 			}
 			d->cfg.debian_keyring = optarg;
+			break;
+		case OPT_RETAIN:
+			if (daemon_retain_option(&d->cfg, optarg) < 0)
+				return 2;
 			break;
 		case 'r':
 		case 'b':
@@ -727,6 +735,9 @@ static int recover(struct daemon *d, struct run *run, struct error *err)
 	if ((r = fleet_new(&fc, &d->fleet, err)) < 0 ||
 	    (r = fleet_recover(d->fleet, run->sched_store, err)) < 0)
 		return r;
+	/* before the scheduler and the listeners: nothing makes a task meanwhile */
+	if ((r = daemon_retain_sweep(d, run->sched_store, err)) < 0)
+		return r;
 	/* after the fleet: tasks' memory counts against the sandboxes' total */
 	struct sched_config sc = {.state_dir = d->cfg.state_dir,
 				  .supervisor_path = d->cfg.supervisor_path,
@@ -754,7 +765,8 @@ static int start_threads(struct daemon *d, struct run *run, struct error *err)
 	if (pthread_create(&run->sched_tid, NULL, sched_main, d) != 0)
 		return error_set(err, EAGAIN, "cannot start the scheduler thread");
 	run->sched_started = true;
-	return fleet_start(d->fleet, err);
+	int r = fleet_start(d->fleet, err);
+	return r < 0 ? r : daemon_retain_start(d, err);
 }
 
 /* One HTTP listener on the unix socket (no token), one on TCP if asked (token). */
@@ -801,6 +813,7 @@ static void stop(struct daemon *d, struct run *run)
 	server_stop(run->tcp_l);
 	if (run->sched_started)
 		pthread_join(run->sched_tid, NULL);
+	daemon_retain_stop(d);
 	fleet_free(d->fleet); /* sandboxes go on under their shims */
 	image_store_free(d->images);
 	image_registries_free(d->registries);

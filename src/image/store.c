@@ -23,9 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Directories a removal descends before it moves the rest up (store_remove_all()). */
-#define REMOVE_DEPTH_MAX 32
-
 static const char oci_layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}\n";
 
 int store_open_dir(struct image_store *s, const char *name, int *ret_fd, struct error *err)
@@ -64,68 +61,9 @@ void store_format_time(int64_t ms, char out[32])
 	snprintf(out, 32, "%s.%03dZ", day, (int)(ms % 1000));
 }
 
-/* Remove what name holds (a directory, under dfd); deep ones moved up to topfd. */
-static int remove_contents(int dfd, int topfd, unsigned depth, unsigned long *moved)
-{
-	int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	if (!d) {
-		CLOSE_FD(dup_fd);
-		return -errno;
-	}
-	rewinddir(d); /* the dup shares dfd's offset: an earlier pass left it at the end */
-	int r = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (unlinkat(dfd, de->d_name, 0) == 0 || errno == ENOENT)
-			continue;
-		if (errno != EISDIR) {
-			r = r ? r : -errno;
-			continue;
-		}
-		if (depth >= REMOVE_DEPTH_MAX) {
-			char up[48];
-			snprintf(up, sizeof(up), ".deep-%lu", (*moved)++);
-			if (renameat(dfd, de->d_name, topfd, up) < 0)
-				r = r ? r : -errno;
-			continue;
-		}
-		int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub < 0) {
-			r = r ? r : -errno;
-			continue;
-		}
-		int rr = remove_contents(sub, topfd, depth + 1, moved);
-		close(sub);
-		if (rr < 0 || unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0)
-			r = r ? r : rr < 0 ? rr : -errno;
-	}
-	closedir(d);
-	return r;
-}
-
 int store_remove_all(int parentfd, const char *name)
 {
-	if (unlinkat(parentfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR)
-		return -errno;
-	_cleanup_close_ int fd =
-	    openat(parentfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	/* what was moved up lands in fd itself, and is removed by a later pass */
-	unsigned long moved = 0, before;
-	int r;
-	do {
-		before = moved;
-		r = remove_contents(fd, fd, 0, &moved);
-	} while (r == 0 && moved != before);
-	if (r == 0 && unlinkat(parentfd, name, AT_REMOVEDIR) < 0)
-		r = -errno;
-	return r;
+	return remove_tree_at(parentfd, name);
 }
 
 int store_tree_remove(struct image_store *s, const char *hex, struct error *err)

@@ -175,6 +175,9 @@ const struct sqlite_migration sqlite_migrations[] = {
 	 /* the row a refusal is counted in */
 	 "CREATE INDEX audit_refusals ON audit (source, reason, status, time) "
 	 "WHERE reason IS NOT NULL;\n"},
+	{6, "what ended, by when",
+	 "CREATE INDEX tasks_by_finished ON tasks (finished_at) WHERE finished_at > 0;\n"
+	 "CREATE INDEX sandboxes_by_ended ON sandboxes (ended_at) WHERE status = 'ended';\n"},
 };
 /* clang-format on */
 

@@ -24,6 +24,11 @@
 /* How long a backend waits for another writer before -EBUSY. */
 #define STORE_BUSY_TIMEOUT_MS 5000
 
+/* The size of an id that ops->list_ended gives: a task's or a sandbox's. */
+#define STORE_ENDED_ID_SIZE 32
+_Static_assert(TASK_ID_SIZE == STORE_ENDED_ID_SIZE && SANDBOX_ID_SIZE == STORE_ENDED_ID_SIZE,
+	       "a task's id and a sandbox's have the size of list_ended's ids");
+
 /*
  * A task's row as a writer holds it inside a transaction: every field of
  * struct task but spec_json (which never changes, and stays NULL here),
@@ -109,6 +114,15 @@ struct store_ops {
 	/* Delete a locked row, with its spec. */
 	int (*sandbox_delete)(struct store *st, const struct store_sandbox_row *row,
 			      struct error *err);
+
+	/* Delete a locked task's row, with its spec and events (sqlite-retain.c). */
+	int (*task_delete)(struct store *st, const struct store_row *row, struct error *err);
+	/*
+	 * The ids of up to limit ended tasks (sandboxes: ended sandboxes)
+	 * whose end is before `before`, the earliest first, as an owned array.
+	 */
+	int (*list_ended)(struct store *st, bool sandboxes, int64_t before, size_t limit,
+			  char (**ret)[STORE_ENDED_ID_SIZE], size_t *ret_n, struct error *err);
 
 	/* Insert a tenant from t's name, created_at and quotas_json; -EEXIST. */
 	int (*tenant_insert)(struct store *st, const struct tenant_record *t, struct error *err);
@@ -228,6 +242,19 @@ int sqlite_audit_add(struct sqlite_audit *q, const struct audit_record *a, int64
 int sqlite_audit_list(struct sqlite_audit *q, const struct audit_filter *f,
 		      struct audit_record **ret, size_t *ret_n, struct error *err);
 int sqlite_audit_set_sync(struct sqlite_audit *q, bool full, struct error *err);
+
+/*
+ * Removing what ended (sqlite-retain.c): a task's rows, and the ids of
+ * ended tasks and sandboxes by the time they ended; statements prepared
+ * once on the store's connection, as the audit log's.
+ */
+struct sqlite_retain;
+int sqlite_retain_open(struct sqlite3 *db, struct sqlite_retain **ret, struct error *err);
+void sqlite_retain_close(struct sqlite_retain *q);
+int sqlite_retain_task_delete(struct sqlite_retain *q, int64_t key, const char *id,
+			      struct error *err);
+int sqlite_retain_list_ended(struct sqlite_retain *q, bool sandboxes, int64_t before, size_t limit,
+			     char (**ret)[STORE_ENDED_ID_SIZE], size_t *ret_n, struct error *err);
 
 /* PRAGMA application_id of an agentbox store ("abox"). */
 #define SQLITE_STORE_APPLICATION_ID 0x61626f78

@@ -242,7 +242,8 @@ struct sqlite_store {
 	struct store base;
 	sqlite3 *db;
 	sqlite3_stmt *stmt[STMT_COUNT];
-	struct sqlite_audit *audit; /* the audit log's statements (sqlite-audit.c) */
+	struct sqlite_audit *audit;   /* the audit log's statements (sqlite-audit.c) */
+	struct sqlite_retain *retain; /* removing what ended (sqlite-retain.c) */
 };
 
 static struct sqlite_store *to_sqlite(struct store *st)
@@ -425,6 +426,7 @@ static struct store *sq_close(struct store *st)
 	for (size_t i = 0; i < STMT_COUNT; i++)
 		sqlite3_finalize(s->stmt[i]);
 	sqlite_audit_close(s->audit);
+	sqlite_retain_close(s->retain);
 	/* an open transaction is rolled back: only a commit makes it durable */
 	sqlite3_close_v2(s->db);
 	free(s);
@@ -1167,6 +1169,18 @@ static int sq_set_sync(struct store *st, bool full, struct error *err)
 	return sqlite_audit_set_sync(to_sqlite(st)->audit, full, err);
 }
 
+static int sq_task_delete(struct store *st, const struct store_row *row, struct error *err)
+{
+	return sqlite_retain_task_delete(to_sqlite(st)->retain, row->key, row->t.id, err);
+}
+
+static int sq_list_ended(struct store *st, bool sandboxes, int64_t before, size_t limit,
+			 char (**ret)[STORE_ENDED_ID_SIZE], size_t *ret_n, struct error *err)
+{
+	return sqlite_retain_list_ended(to_sqlite(st)->retain, sandboxes, before, limit, ret, ret_n,
+					err);
+}
+
 static const struct store_ops sqlite_ops = {
     .close = sq_close,
     .schema_version = sq_schema_version,
@@ -1188,6 +1202,8 @@ static const struct store_ops sqlite_ops = {
     .sandbox_lock = sq_sandbox_lock,
     .sandbox_update = sq_sandbox_update,
     .sandbox_delete = sq_sandbox_delete,
+    .task_delete = sq_task_delete,
+    .list_ended = sq_list_ended,
     .tenant_insert = sq_tenant_insert,
     .tenant_get = sq_tenant_get,
     .tenant_list = sq_tenant_list,
@@ -1265,6 +1281,8 @@ int sqlite_store_open(const char *path, const struct sqlite_migration *migration
 	}
 	if (r == 0)
 		r = sqlite_audit_open(s->db, &s->audit, &e);
+	if (r == 0)
+		r = sqlite_retain_open(s->db, &s->retain, &e);
 	if (r < 0) {
 		sq_close(&s->base);
 		return sqlite_reword(err, &e, path);

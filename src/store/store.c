@@ -435,6 +435,58 @@ int store_task_cancel(struct store *st, const char *id, int64_t now, enum task_s
 	return r;
 }
 
+/* ---- removing what ended ----------------------------------------------- */
+
+int store_task_delete(struct store *st, const char *id, struct error *err)
+{
+	if (!id)
+		return error_set(err, EINVAL, "store: no task id given");
+	struct store_row row = {0};
+	int r = op_begin(st, err);
+	if (r < 0)
+		return r;
+	r = st->ops->lock(st, id, &row, err);
+	if (r == 0 && !task_status_is_final(row.t.status))
+		r = error_set(err, EBUSY, "store: task %s is %s, not ended", id,
+			      task_status_name(row.t.status));
+	if (r == 0)
+		r = st->ops->task_delete(st, &row, err);
+	r = op_end(st, r, err);
+	store_row_release(&row);
+	return r;
+}
+
+/* The ids of ended tasks or sandboxes, read whole before fn sees any. */
+static int list_ended(struct store *st, bool sandboxes, int64_t before, size_t limit,
+		      int (*fn)(const char *id, void *data), void *data, struct error *err)
+{
+	if (limit < 1 || limit > STORE_LIST_MAX)
+		return error_set(err, EINVAL, "store: limit %zu is not 1..%d", limit,
+				 STORE_LIST_MAX);
+	char(*ids)[STORE_ENDED_ID_SIZE] = NULL;
+	size_t n = 0;
+	int r = st->ops->list_ended(st, sandboxes, before, limit, &ids, &n, err);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int rr = fn(ids[i], data);
+		if (rr < 0)
+			r = rr;
+	}
+	free(ids);
+	return r;
+}
+
+int store_task_list_ended(struct store *st, int64_t before, size_t limit,
+			  int (*fn)(const char *id, void *data), void *data, struct error *err)
+{
+	return list_ended(st, false, before, limit, fn, data, err);
+}
+
+int store_sandbox_list_ended(struct store *st, int64_t before, size_t limit,
+			     int (*fn)(const char *id, void *data), void *data, struct error *err)
+{
+	return list_ended(st, true, before, limit, fn, data, err);
+}
+
 /* ---- progress and events ----------------------------------------------- */
 
 /*

@@ -184,6 +184,26 @@ int store_events_list(struct store *st, const char *id, int64_t after_seq, size_
 		      int (*fn)(const struct task_event *ev, void *data), void *data,
 		      struct error *err);
 
+/*
+ * Delete a task that has ended (a final status): its row, its spec and
+ * its events, in one transaction. -EBUSY for a task that has not ended
+ * (cancel it first); -ENOENT for none. Its files (core/layout.h's task
+ * directory) are the caller's to remove, after the rows: a crash between
+ * the two leaves a directory that no row names, which agentboxd's start
+ * removes (sched/retain.h), and never a row whose files are gone. The
+ * audit log's rows that name the task stay: the log has its own bound.
+ */
+int store_task_delete(struct store *st, const char *id, struct error *err);
+
+/*
+ * Call fn with the id of each task that ended (a final status) before
+ * `before` (finished_at < before, ms since the epoch), the earliest end
+ * first, at most limit (1..STORE_LIST_MAX) of them. The ids are read
+ * before fn is called, so fn may delete them; fn as in store_task_list().
+ */
+int store_task_list_ended(struct store *st, int64_t before, size_t limit,
+			  int (*fn)(const char *id, void *data), void *data, struct error *err);
+
 /* ---- interactive sandboxes --------------------------------------------- */
 
 /*
@@ -266,6 +286,14 @@ int store_sandbox_end(struct store *st, const char *id, int64_t now, const char 
  * (end it first).
  */
 int store_sandbox_delete(struct store *st, const char *id, struct error *err);
+
+/*
+ * As store_task_list_ended(), of sandboxes: those ended (SANDBOX_ENDED)
+ * before `before` (ended_at < before), the earliest end first. Pooled
+ * ones are never listed. store_sandbox_delete() removes one.
+ */
+int store_sandbox_list_ended(struct store *st, int64_t before, size_t limit,
+			     int (*fn)(const char *id, void *data), void *data, struct error *err);
 
 /* ---- tenants ----------------------------------------------------------- */
 

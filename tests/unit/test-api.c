@@ -255,7 +255,7 @@ static void test_unknown_routes_and_methods(void **state)
 	char id[TASK_ID_SIZE];
 	assert_int_equal(task_id_new(id), 0);
 	rep = call(f, "PUT", path_of(id, ""), NULL, "{}");
-	assert_string_equal(rep.r.allow, "GET");
+	assert_string_equal(rep.r.allow, "GET, DELETE");
 	expect_error(rep, 405, "method_not_allowed", NULL);
 	rep = call(f, "GET", path_of(id, "/cancel"), NULL, NULL);
 	assert_string_equal(rep.r.allow, "POST");
@@ -597,6 +597,72 @@ static void test_cancel(void **state)
 		     NULL);
 	expect_error(call(f, "POST", path_of(queued, "/cancel"), "now=1", NULL), 400,
 		     "unknown_field", "now");
+}
+
+/* ---- delete ------------------------------------------------------------ */
+
+static bool task_dir_exists(struct fx *f, const char *id)
+{
+	char path[512];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/tasks/%s", f->state, id);
+	return stat(path, &st) == 0;
+}
+
+static void write_attempt(struct fx *f, const char *id, int n, const char *output, const char *len);
+static void run_attempt(struct fx *f, const char *id, enum task_status end);
+
+static void test_delete(void **state)
+{
+	struct fx *f = *state;
+	char ended[TASK_ID_SIZE], running[TASK_ID_SIZE], queued[TASK_ID_SIZE];
+	create(f, "{\"command\":[\"a\"]}", ended);
+	run_attempt(f, ended, TASK_SUCCEEDED);
+	write_attempt(f, ended, 1, "hi\n", "3");
+	create(f, "{\"command\":[\"b\"]}", running);
+	create(f, "{\"command\":[\"c\"]}", queued);
+	struct task t = {0};
+	struct error err = {0};
+	assert_int_equal(store_task_claim(f->st, NOW, &t, &err), 0);
+	assert_string_equal(t.id, running);
+	task_release(&t);
+	write_attempt(f, running, 1, "x", "1");
+
+	/* not ended: 409, and nothing goes */
+	const char *const live[] = {running, queued};
+	for (size_t i = 0; i < 2; i++) {
+		struct reply rep = call(f, "DELETE", path_of(live[i], ""), NULL, NULL);
+		const char *m = str(json_object_get(rep.json, "error"), "message");
+		assert_non_null(strstr(m, "cancel it first"));
+		expect_error(rep, 409, "conflict", NULL);
+		rep = call(f, "GET", path_of(live[i], ""), NULL, NULL);
+		assert_int_equal(rep.r.status, 200);
+		reply_free(&rep);
+	}
+	assert_true(task_dir_exists(f, running));
+
+	assert_true(task_dir_exists(f, ended));
+	struct reply rep = call(f, "DELETE", path_of(ended, ""), NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	assert_string_equal(str(rep.json, "id"), ended);
+	assert_true(json_is_true(json_object_get(rep.json, "deleted")));
+	reply_free(&rep);
+	assert_false(task_dir_exists(f, ended));
+	expect_error(call(f, "GET", path_of(ended, ""), NULL, NULL), 404, "not_found", NULL);
+	expect_error(call(f, "GET", path_of(ended, "/logs"), NULL, NULL), 404, "not_found", NULL);
+	expect_error(call(f, "DELETE", path_of(ended, ""), NULL, NULL), 404, "not_found", NULL);
+	expect_error(call(f, "DELETE", path_of("tsk_x", ""), NULL, NULL), 400, "invalid_id", NULL);
+	expect_error(call(f, "DELETE", path_of(queued, ""), "force=1", NULL), 400, "unknown_field",
+		     "force");
+
+	/* an ended task without a directory (it never ran) goes as well */
+	rep = call(f, "POST", path_of(queued, "/cancel"), NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	reply_free(&rep);
+	rep = call(f, "DELETE", path_of(queued, ""), NULL, NULL);
+	assert_int_equal(rep.r.status, 200);
+	reply_free(&rep);
+	expect_error(call(f, "GET", path_of(queued, ""), NULL, NULL), 404, "not_found", NULL);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -959,7 +1025,7 @@ static void test_tenants_see_their_own(void **state)
 
 	f->auth = hb;
 	static const char *const routes[][2] = {
-	    {"GET", ""}, {"POST", "/cancel"}, {"GET", "/events"}, {"GET", "/logs"}};
+	    {"GET", ""}, {"POST", "/cancel"}, {"GET", "/events"}, {"GET", "/logs"}, {"DELETE", ""}};
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		struct reply theirs = call(f, routes[i][0], path_of(id, routes[i][1]), NULL, NULL);
 		struct reply none =
@@ -1107,6 +1173,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_get_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_list_and_pages, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_events, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_logs_cap, setup, teardown),
