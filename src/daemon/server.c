@@ -315,6 +315,8 @@ static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct 
 		set_timeout(c, 0);
 		return process_stream_start(d, c, r->process.id, api_response_take_fd(r),
 					    r->process.pid);
+	case API_RESPONSE_TERMINAL:
+		return terminal_start(d, c, r);
 	case API_RESPONSE_FILE:
 		return send_file(c, r->status, r->content_type, api_response_take_fd(r), r->size);
 	case API_RESPONSE_PIECES:
@@ -404,6 +406,10 @@ static void read_request(struct MHD_Connection *c, const char *url, const char *
 	    .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
 	    .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
 	    .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+	    .upgrade = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Upgrade"),
+	    .connection = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection"),
+	    .ws_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key"),
+	    .ws_version = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version"),
 	};
 }
 
@@ -737,7 +743,7 @@ int server_start(struct daemon *d, int listen_fd, const struct daemon_tls *tls,
 		tls_items[0].option = MHD_OPTION_END;
 	l->mhd = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-		MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
+		MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE | (tls ? MHD_USE_TLS : 0),
 	    0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, d, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)DAEMON_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,

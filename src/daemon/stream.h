@@ -13,6 +13,8 @@
  * A process's stream (process-stream.c): exec with Accept:
  * text/event-stream and .../processes/{pid}/output?follow=1, read from
  * the process's output files as the shim reports them growing.
+ *
+ * A process's terminal (terminal.c): exec with "tty", a WebSocket.
  */
 #ifndef AGENTBOX_DAEMON_STREAM_H
 #define AGENTBOX_DAEMON_STREAM_H
@@ -28,6 +30,13 @@
 /* Serve the task stream s on c. */
 enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c,
 			     const struct api_stream *s);
+
+/*
+ * A process's terminal (terminal.c): answer 101 and relay r->terminal
+ * over WebSocket (takes the response's fd and master).
+ */
+enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c,
+			       struct api_response *r);
 
 /* Serve process pid's output in sandbox id on c; shim_fd (taken) reports it. */
 enum MHD_Result process_stream_start(struct daemon *d, struct MHD_Connection *c, const char *id,
