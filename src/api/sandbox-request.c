@@ -22,8 +22,8 @@ static const char *const create_fields[] = {"limits",  "timeout_s", "env",   "me
 /* what a sandbox's spec keeps of the task spec it is checked as, beside env and limits */
 static const char *const kept_fields[] = {"network", "secrets", "image", "user",
 					  "cwd",     "pull",	NULL};
-static const char *const exec_fields[] = {"command", "stdin", "env",  "cwd",  "timeout_s",
-					  "background", "tty", "rows", "cols", NULL};
+static const char *const exec_fields[] = {"command",	"stdin", "env",	 "cwd",	 "timeout_s",
+					  "background", "tty",	 "rows", "cols", NULL};
 
 static int get_seconds(json_t *v, const char *field, int64_t max, int64_t *ret_ms,
 		       struct api_error *e)
@@ -180,9 +180,11 @@ static int parse_tty(json_t *root, struct exec_request *x, struct api_error *e)
 		*(i == 0 ? &x->rows : &x->cols) = (unsigned)json_integer_value(v);
 	}
 	if (x->tty && x->stdin_data)
-		return INVALID(e, "stdin", "a terminal's input comes over its WebSocket, not stdin");
+		return INVALID(e, "stdin",
+			       "a terminal's input comes over its WebSocket, not stdin");
 	if (x->tty && x->background)
-		return INVALID(e, "background", "a terminal lives with its WebSocket: no background");
+		return INVALID(e, "background",
+			       "a terminal lives with its WebSocket: no background");
 	return 0;
 }
 

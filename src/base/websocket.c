@@ -23,7 +23,8 @@ int ws_frame_parse(const uint8_t *buf, size_t n, uint64_t max, struct ws_frame *
 {
 	if (n < 2)
 		return 0;
-	struct ws_frame f = {.fin = buf[0] & 0x80, .opcode = buf[0] & 0x0f, .masked = buf[1] & 0x80};
+	struct ws_frame f = {
+	    .fin = buf[0] & 0x80, .opcode = buf[0] & 0x0f, .masked = buf[1] & 0x80};
 	if (buf[0] & 0x70 || !opcode_is_known(f.opcode))
 		return -EPROTO; /* no extension is ever negotiated */
 	uint64_t len = buf[1] & 0x7f;

@@ -46,13 +46,13 @@ enum ws_opcode {
 /* Close codes (RFC 6455 7.4.1) agentbox sends. */
 enum ws_close_code {
 	WS_CLOSE_NORMAL = 1000,
-	WS_CLOSE_GOING_AWAY = 1001,	 /* the daemon stops */
-	WS_CLOSE_PROTOCOL_ERROR = 1002,	 /* a malformed or unmasked frame */
-	WS_CLOSE_UNSUPPORTED = 1003,	 /* a fragmented text message */
-	WS_CLOSE_INVALID_DATA = 1007,	 /* a control message that is not the JSON it must be */
-	WS_CLOSE_POLICY = 1008,		 /* an unknown control message */
-	WS_CLOSE_TOO_BIG = 1009,	 /* a frame above the limit */
-	WS_CLOSE_INTERNAL = 1011,	 /* the sandbox ended, or the daemon failed */
+	WS_CLOSE_GOING_AWAY = 1001,	/* the daemon stops */
+	WS_CLOSE_PROTOCOL_ERROR = 1002, /* a malformed or unmasked frame */
+	WS_CLOSE_UNSUPPORTED = 1003,	/* a fragmented text message */
+	WS_CLOSE_INVALID_DATA = 1007,	/* a control message that is not the JSON it must be */
+	WS_CLOSE_POLICY = 1008,		/* an unknown control message */
+	WS_CLOSE_TOO_BIG = 1009,	/* a frame above the limit */
+	WS_CLOSE_INTERNAL = 1011,	/* the sandbox ended, or the daemon failed */
 };
 
 struct ws_frame {

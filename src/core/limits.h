@@ -23,7 +23,6 @@
 #define SPEC_STATE_MAX	    (1ULL << 40)
 #define SPEC_TIMEOUT_MAX_MS (30ULL * 86400 * 1000) /* 30 days */
 #define SPEC_ARGV_MAX	    4096		   /* arguments in the command */
-#define SPEC_TTY_DIM_MAX    4096 /* a terminal's rows, and its columns (exec with a tty) */
 #define SPEC_ENV_MAX	    256			   /* --env entries, a request's env */
 /* what agentbox adds to them: AGENTBOX_*, HTTP(S)_PROXY, the CA's, secrets' placeholders */
 #define SPEC_ENV_ADDED_MAX   32
@@ -65,5 +64,8 @@ static inline unsigned long long limits_pids_one(unsigned long long pid_max)
 	unsigned long long n = limits_pids_total(pid_max) / 4;
 	return n ? n : 1;
 }
+
+/* A terminal's rows, and its columns (exec with "tty"): 1 up to this. */
+#define SPEC_TTY_DIM_MAX 4096
 
 #endif

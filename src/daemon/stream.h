@@ -35,8 +35,7 @@ enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c,
  * A process's terminal (terminal.c): answer 101 and relay r->terminal
  * over WebSocket (takes the response's fd and master).
  */
-enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c,
-			       struct api_response *r);
+enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c, struct api_response *r);
 
 /* Serve process pid's output in sandbox id on c; shim_fd (taken) reports it. */
 enum MHD_Result process_stream_start(struct daemon *d, struct MHD_Connection *c, const char *id,

@@ -357,8 +357,8 @@ static bool turn(struct term *t)
 	if (!t->close_sent && (t->exit || t->shim_gone) &&
 	    (t->master_done || t->master < 0 || now >= t->drain_until || t->shim_gone))
 		finish(t);
-	bool reading_master = t->master >= 0 && !t->master_done && !t->close_sent &&
-			      t->out.len < TERMINAL_OUT_MAX;
+	bool reading_master =
+	    t->master >= 0 && !t->master_done && !t->close_sent && t->out.len < TERMINAL_OUT_MAX;
 	struct pollfd p[3] = {
 	    {.fd = t->sock,
 	     .events = (short)((t->typed_len == 0 && !t->client_closed ? POLLIN : 0) |
@@ -434,8 +434,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const
 	pthread_attr_destroy(&attr);
 }
 
-enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c,
-			       struct api_response *r)
+enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
 {
 	struct term *t = calloc(1, sizeof(*t));
 	int shim_fd = api_response_take_fd(r);

@@ -153,8 +153,8 @@ static int exec_start(struct fleet *f, const char *id, const struct fleet_exec *
 			    (json_int_t)x->timeout_ms)
 		: NULL;
 	if (msg && ret_master &&
-	    json_object_set_new(msg, "tty",
-				json_pack("{s:i, s:i}", "rows", (int)x->rows, "cols", (int)x->cols)) <
+	    json_object_set_new(
+		msg, "tty", json_pack("{s:i, s:i}", "rows", (int)x->rows, "cols", (int)x->cols)) <
 		0)
 		json_decref(TAKE_PTR(msg));
 	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;

@@ -152,7 +152,7 @@ int dir_write_end(struct shim *s, const char *reason, const char *detail);
 struct proc_exec {
 	const char *const *argv, *const *envp;
 	const char *cwd;
-	int stdin_fd;	 /* not used with tty */
+	int stdin_fd; /* not used with tty */
 	uint64_t timeout_ms;
 	json_t *command; /* a new reference is taken */
 	bool tty;	 /* on a terminal of rows x cols: no output files are written */

@@ -380,8 +380,9 @@ def tmux(tmp_path):
 
 def test_agentbox_exec_it_under_tmux(daemon, sbx, tmux, tmp_path):
     status_file = tmp_path / "status"
-    cmd = (f"{AGENTBOX} --socket {daemon.socket} exec -it {sbx} -- sh; "
-           f"echo $? > {status_file}; tmux -S {tmux.sock} wait-for -S done")
+    # the status is written whole (rename), and the session ends with it
+    cmd = (f"{AGENTBOX} exec --socket {daemon.socket} -it {sbx} -- sh; "
+           f"echo $? > {status_file}.new; mv {status_file}.new {status_file}")
     tmux("new-session", "-d", "-s", "t", "-x", "91", "-y", "27", "sh", "-c", cmd)
     tmux.wait_for("$")  # the sandbox shell's prompt
     tmux("send-keys", "-t", "t", "stty size; echo m-$((3*3))", "Enter")
@@ -403,5 +404,8 @@ def test_agentbox_exec_it_under_tmux(daemon, sbx, tmux, tmp_path):
     assert "m-25" not in screen  # the line after sleep did not run: it was interrupted
 
     tmux("send-keys", "-t", "t", "exit 3", "Enter")
-    tmux("wait-for", "done")
+    end = time.monotonic() + DEADLINE_S
+    while not status_file.exists():
+        assert time.monotonic() < end, "agentbox exec -it did not end after exit 3"
+        time.sleep(0.05)
     assert status_file.read_text().strip() == "3"
