@@ -1673,8 +1673,11 @@ static void test_exec(void **state)
 	expect_error(
 	    call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"],\"timeout_s\":86401}"),
 	    400, "invalid_field", "timeout_s");
+	expect_error(call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"],\"pty\":true}"),
+		     400, "unknown_field", "pty");
+	/* a terminal is an upgrade: without the WebSocket handshake nothing starts */
 	expect_error(call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"],\"tty\":true}"),
-		     400, "unknown_field", "tty");
+		     400, "bad_handshake", NULL);
 	assert_int_equal(count(f->fl, OP_COUNT), 0);
 
 	expect_error(call(f, "POST", sbx(UNKNOWN_SBX, "/exec"), NULL, "{\"command\":[\"a\"]}"), 404,
