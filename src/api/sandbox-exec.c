@@ -220,7 +220,7 @@ static int exec_terminal(struct api_call *c, const struct fleet_ops *ops,
 		return api_respond_json(c, 200, exec_failed_result(err.code, err.msg));
 	if (r < 0)
 		return api_fleet_error(c, r, &err, "exec");
-	struct api_response *res = api_respond_kind(c, 101, NULL, API_RESPONSE_TERMINAL);
+	struct api_response *res = api_respond_kind(c, 101, API_TEXT, API_RESPONSE_TERMINAL);
 	res->fd = fd;
 	res->terminal.pid = pid;
 	res->terminal.master = master;

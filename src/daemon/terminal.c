@@ -61,6 +61,14 @@
 #define TERMINAL_DRAIN_MS 200
 /* After our close frame: how long the client has to answer with its own. */
 #define TERMINAL_CLOSE_WAIT_MS 1000
+/*
+ * A client silent this long is pinged; one silent past TERMINAL_GONE_MS
+ * (no pong either: RFC 6455 says it must answer) is taken for gone and
+ * closed with 1001, so a client that vanished without a FIN does not hold
+ * its terminal (and a waiter of the fleet) for ever.
+ */
+#define TERMINAL_PING_MS 30000
+#define TERMINAL_GONE_MS 75000
 
 struct term {
 	struct daemon *d;
@@ -83,6 +91,8 @@ struct term {
 	bool close_sent;     /* our close is queued: nothing more is sent after it */
 	bool client_closed;  /* the client's close came, or its connection ended */
 	int64_t close_until; /* after our close: the client's until then */
+	int64_t heard;	     /* when the client last sent anything */
+	int64_t pinged;	     /* when we last pinged it */
 };
 
 /* CLOCK_MONOTONIC in ms: the relay's deadlines. */
@@ -264,6 +274,7 @@ static void read_client(struct term *t)
 		return;
 	}
 	if (n > 0) {
+		t->heard = now_ms();
 		t->in_len += (size_t)n;
 		take_frames(t);
 	}
@@ -354,6 +365,13 @@ static bool turn(struct term *t)
 		return false;
 	if (!t->close_sent && t->d->stopping)
 		send_close(t, WS_CLOSE_GOING_AWAY, "agentboxd is stopping");
+	if (!t->close_sent && now - t->heard >= TERMINAL_GONE_MS)
+		send_close(t, WS_CLOSE_GOING_AWAY, "no answer to pings");
+	if (!t->close_sent && now - t->heard >= TERMINAL_PING_MS &&
+	    now - t->pinged >= TERMINAL_PING_MS) {
+		send_frame(t, WS_OP_PING, "agentbox", 8);
+		t->pinged = now;
+	}
 	if (!t->close_sent && (t->exit || t->shim_gone) &&
 	    (t->master_done || t->master < 0 || now >= t->drain_until || t->shim_gone))
 		finish(t);
@@ -417,6 +435,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const
 	struct term *t = cls;
 	t->sock = sock;
 	t->urh = urh;
+	t->heard = t->pinged = now_ms();
 	int fl = fcntl(sock, F_GETFL);
 	if (fl >= 0)
 		(void)fcntl(sock, F_SETFL, fl | O_NONBLOCK);
