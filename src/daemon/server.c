@@ -63,6 +63,7 @@ struct request_state {
 	struct api_audit_entry audit_note;
 	enum api_error_code audit_code;
 	int audit_status;
+	struct terminal_pending terminal; /* a terminal's 101, queued (terminal.c) */
 };
 
 /*
@@ -304,7 +305,8 @@ static void log_response(const struct api_response *r)
 		fprintf(stderr, "agentboxd: %s\n", r->audit);
 }
 
-static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
+static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r,
+			     struct request_state *rs)
 {
 	log_response(r);
 	switch (r->kind) {
@@ -316,7 +318,7 @@ static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct 
 		return process_stream_start(d, c, r->process.id, api_response_take_fd(r),
 					    r->process.pid);
 	case API_RESPONSE_TERMINAL:
-		return terminal_start(d, c, r);
+		return terminal_start(d, c, r, &rs->terminal);
 	case API_RESPONSE_FILE:
 		return send_file(c, r->status, r->content_type, api_response_take_fd(r), r->size);
 	case API_RESPONSE_PIECES:
@@ -625,7 +627,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		api_upload_end(rs->upload, st, &resp); /* st: for its audit row */
 		store_pool_put(&l->d->pool, st);
 		set_timeout(c, DAEMON_IDLE_TIMEOUT_S);
-		ok = serve(l->d, c, &resp);
+		ok = serve(l->d, c, &resp, rs);
 		api_response_release(&resp);
 		return ok;
 	}
@@ -676,7 +678,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	rs->audit_note = resp.audit_note;
 	rs->audit_code = resp.audit_code;
 	rs->audit_status = resp.status;
-	ok = serve(l->d, c, &resp);
+	ok = serve(l->d, c, &resp, rs);
 	api_response_release(&resp);
 	return ok;
 }
@@ -703,6 +705,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct request_state *rs = *con_cls;
 	set_timeout(c, DAEMON_HEADER_TIMEOUT_S); /* kept alive: the next header, or close */
 	if (rs) {
+		terminal_abandon(&rs->terminal); /* a 101 that never went out */
 		if (rs->audit_pending)
 			commit_audit(cls, rs);
 		api_upload_free(rs->upload);
@@ -766,6 +769,7 @@ void server_stop(struct listener *l)
 {
 	if (!l)
 		return;
+	terminal_wait_all(); /* their sockets are libmicrohttpd's */
 	MHD_stop_daemon(l->mhd);
 	free(l);
 }

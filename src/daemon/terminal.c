@@ -34,6 +34,7 @@
 #include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,9 @@
  */
 #define TERMINAL_PING_MS 30000
 #define TERMINAL_GONE_MS 75000
+
+/* Relays running: terminal_wait_all() waits for none. */
+static atomic_int live;
 
 struct term {
 	struct daemon *d;
@@ -424,7 +428,14 @@ static void *relay(void *data)
 	while (turn(t))
 		;
 	term_free(t);
+	atomic_fetch_sub(&live, 1);
 	return NULL;
+}
+
+void terminal_wait_all(void)
+{
+	for (int waited = 0; atomic_load(&live) > 0 && waited < TERMINAL_STOP_WAIT_MS; waited += 10)
+		usleep(10 * 1000);
 }
 
 static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
@@ -432,7 +443,9 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const
 {
 	(void)c;
 	(void)con_cls;
-	struct term *t = cls;
+	struct terminal_pending *pending = cls;
+	struct term *t = pending->t;
+	pending->upgraded = true; /* from here on the relay owns t */
 	t->sock = sock;
 	t->urh = urh;
 	t->heard = t->pinged = now_ms();
@@ -446,14 +459,25 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *con_cls, const
 	take_frames(t);
 	pthread_t th;
 	pthread_attr_t attr;
+	atomic_fetch_add(&live, 1);
 	if (pthread_attr_init(&attr) != 0 ||
 	    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0 ||
-	    pthread_create(&th, &attr, relay, t) != 0)
+	    pthread_create(&th, &attr, relay, t) != 0) {
 		term_free(t);
+		atomic_fetch_sub(&live, 1);
+	}
 	pthread_attr_destroy(&attr);
 }
 
-enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
+void terminal_abandon(struct terminal_pending *pending)
+{
+	if (pending->t && !pending->upgraded)
+		term_free(pending->t);
+	pending->t = NULL;
+}
+
+enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c, struct api_response *r,
+			       struct terminal_pending *pending)
 {
 	struct term *t = calloc(1, sizeof(*t));
 	int shim_fd = api_response_take_fd(r);
@@ -469,16 +493,17 @@ enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c, struc
 	struct MHD_Response *resp = NULL;
 	if (accept_of(r->terminal.key, accept) < 0 || fl < 0 ||
 	    fcntl(t->master, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    !(resp = MHD_create_response_for_upgrade(on_upgrade, t))) {
+	    !(resp = MHD_create_response_for_upgrade(on_upgrade, pending))) {
 		term_free(t);
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "Upgrade");
 	MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
+	*pending = (struct terminal_pending){.t = t};
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
 	MHD_destroy_response(resp);
 	if (ok != MHD_YES)
-		term_free(t); /* on_upgrade is never called */
+		terminal_abandon(pending); /* on_upgrade is never called */
 	return ok;
 }

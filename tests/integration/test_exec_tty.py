@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -409,3 +410,24 @@ def test_agentbox_exec_it_under_tmux(daemon, sbx, tmux, tmp_path):
         assert time.monotonic() < end, "agentbox exec -it did not end after exit 3"
         time.sleep(0.05)
     assert status_file.read_text().strip() == "3"
+
+
+def test_a_stopping_daemon_closes_its_terminals(tmp_path):
+    """agentboxd's stop closes a terminal with 1001 (and does not wait on it for ever)."""
+    d = Daemon(tmp_path).start()
+    try:
+        sid = d.create_sandbox(limits={"memory_mb": 128})
+        ws = open_tty(d, sid, ["sh"])
+        ws.type("echo up-$((2*3))\n")
+        ws.read_until(b"up-6")
+        d.proc.send_signal(signal.SIGTERM)
+        _, texts, code = ws.until_close()
+        assert code == 1001 and texts == [], (code, texts)
+        d.proc.wait(timeout=DEADLINE_S)
+        ws.close()
+    finally:
+        if d.proc.poll() is None:
+            d.proc.send_signal(signal.SIGTERM)
+            d.proc.wait(timeout=DEADLINE_S)
+        d.start()  # the sandbox outlived it: the next one removes it
+        d.stop()
