@@ -431,3 +431,32 @@ def test_a_stopping_daemon_closes_its_terminals(tmp_path):
             d.proc.wait(timeout=DEADLINE_S)
         d.start()  # the sandbox outlived it: the next one removes it
         d.stop()
+
+
+def test_exec_t_without_input(daemon, sbx):
+    """-t alone: the output of a terminal, nothing typed, the exit status ours."""
+    r = subprocess.run([AGENTBOX, "exec", "--socket", daemon.socket, "-t", sbx, "--", "sh", "-c",
+                        "tty; test -t 0 && echo stdin-is-a-tty; exit 7"],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=DEADLINE_S)
+    assert r.returncode == 7, r
+    assert b"/dev/pts/" in r.stdout and b"stdin-is-a-tty\r\n" in r.stdout, r.stdout
+
+
+def test_exec_t_refusals_and_failures(daemon, sbx):
+    base = [AGENTBOX, "exec", "--socket", daemon.socket]
+    # -it needs a terminal to read from
+    r = subprocess.run(base + ["-it", sbx, "--", "sh"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=DEADLINE_S)
+    assert r.returncode == 125 and "needs a terminal on stdin" in r.stderr, r
+    # a command that is not there: 127, as without -t
+    r = subprocess.run(base + ["-t", sbx, "--", "no-such-command"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=DEADLINE_S)
+    assert r.returncode == 127 and "no-such-command" in r.stderr, r
+    # the API's refusal, in one line with its code
+    r = subprocess.run(base + ["-t", "sbx_00000000000000000000000000", "--", "sh"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=DEADLINE_S)
+    assert r.returncode == 125 and "(not_found)" in r.stderr, r
+    r = subprocess.run(base + ["-t", "-d", sbx, "--", "sh"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=DEADLINE_S)
+    assert r.returncode == 125 and "-t and -d" in r.stderr, r
