@@ -365,7 +365,9 @@ static void finish(struct term *t)
 static bool turn(struct term *t)
 {
 	int64_t now = now_ms();
-	if (t->close_sent && (t->client_closed || now >= t->close_until) && t->out.len == 0)
+	/* after our close: done once it is out and the client answered, or at the deadline
+	 * (a client that reads nothing more does not hold the relay) */
+	if (t->close_sent && ((t->client_closed && t->out.len == 0) || now >= t->close_until))
 		return false;
 	if (!t->close_sent && t->d->stopping)
 		send_close(t, WS_CLOSE_GOING_AWAY, "agentboxd is stopping");
