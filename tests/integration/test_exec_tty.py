@@ -460,3 +460,29 @@ def test_exec_t_refusals_and_failures(daemon, sbx):
     r = subprocess.run(base + ["-t", "-d", sbx, "--", "sh"], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, timeout=DEADLINE_S)
     assert r.returncode == 125 and "-t and -d" in r.stderr, r
+
+
+def test_a_signal_to_agentbox_restores_the_terminal(daemon, sbx, tmux):
+    """SIGTERM to `agentbox exec -it`: our terminal back as it was (not raw), 143, SIGHUP inside."""
+    cmd = (f"{AGENTBOX} exec --socket {daemon.socket} -it {sbx} -- sh -c 'echo in-$((8*8)); "
+           "sleep 100'; echo rc=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon "
+           "-e echo -e -echo | tr '\\n' ' '; echo end; sleep 100")
+    tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "30", "sh", "-c", cmd)
+    tmux.wait_for("in-64")
+    shell = int(tmux("display-message", "-p", "-t", "t", "#{pane_pid}").stdout)
+    with open(f"/proc/{shell}/task/{shell}/children") as f:
+        [client] = [int(p) for p in f.read().split()]
+    # raw while it runs: the terminal of the pane has no canonical mode now
+    os.kill(client, signal.SIGTERM)
+    screen = tmux.wait_for("end")
+    assert "rc=143" in screen, screen
+    assert "icanon echo end" in screen, screen  # canonical and echoing again
+    end = time.monotonic() + DEADLINE_S
+    while time.monotonic() < end:
+        status, body = daemon.request("GET", f"/v1/sandboxes/{sbx}/processes")
+        procs = [p for p in body["processes"] if "in-$((8*8))" in " ".join(p["command"])]
+        if procs and not procs[-1]["running"]:
+            assert procs[-1]["signal"] == 1  # its terminal hung up
+            return
+        time.sleep(0.05)
+    raise AssertionError("the command outlived agentbox's terminal")
