@@ -36,6 +36,7 @@
 #define AGENTBOX_API_API_H
 
 #include "api/errors.h"
+#include "base/websocket.h"
 #include "core/quota.h"
 #include "api/ratelimit.h"
 #include "core/sandbox.h"
@@ -100,6 +101,11 @@ struct api_request {
 	const char *content_type;  /* the Content-Type header, or NULL */
 	const char *authorization; /* the Authorization header, or NULL */
 	const char *accept;	   /* the Accept header, or NULL */
+	/* a WebSocket upgrade (exec with "tty"): these headers, or NULL */
+	const char *upgrade;	/* Upgrade */
+	const char *connection; /* Connection */
+	const char *ws_key;	/* Sec-WebSocket-Key */
+	const char *ws_version; /* Sec-WebSocket-Version */
 };
 
 /* The routes, in the order of the route table (api_routes()). */
@@ -167,6 +173,7 @@ enum api_response_kind {
 	API_RESPONSE_TASK_STREAM,    /* task: a task's logs or events as they come */
 	API_RESPONSE_PROCESS_STREAM, /* process: a process's output and exit as SSE */
 	API_RESPONSE_PIECES,	     /* pieces: a body of known length read as it is sent */
+	API_RESPONSE_TERMINAL,	     /* terminal: 101, then a process's terminal over WebSocket */
 };
 
 /*
@@ -206,6 +213,22 @@ struct api_stream {
 };
 
 /*
+ * A terminal (exec with "tty", upgraded to WebSocket; docs/api.md): the
+ * response's fd is the shim's connection that reports the exit, a waiter
+ * of the fleet's as for a process stream; master is the terminal's
+ * master (owned: api_response_release() closes it, or whoever takes it);
+ * key the client's Sec-WebSocket-Key, checked, for the server's Accept.
+ */
+struct api_terminal {
+	char id[SANDBOX_ID_SIZE]; /* the sandbox */
+	long pid;
+	int master;
+	char key[WS_KEY_LEN + 1];
+	const struct fleet_ops *ops;
+	struct fleet *fleet;
+};
+
+/*
  * A process's output stream: fd is the shim's connection reporting it,
  * a waiter of the fleet's (fleet_done() gives it back: whoever takes the
  * fd calls done(fleet, id, fd) when finished with it).
@@ -241,6 +264,7 @@ struct api_response {
 	uint64_t size;		/* FILE */
 	struct api_stream task; /* TASK_STREAM */
 	struct api_process_stream process; /* PROCESS_STREAM */
+	struct api_terminal terminal;	   /* TERMINAL: fd is the shim's connection */
 	struct api_pieces *pieces;	   /* PIECES: owned (take it: TAKE_PTR) */
 };
 

@@ -49,6 +49,7 @@ static const struct {
     [API_ERR_IMAGE_IN_USE] = {"image_in_use", 409},
     [API_ERR_REGISTRY] = {"registry_error", 502},
     [API_ERR_BOOTSTRAP_FAILED] = {"bootstrap_failed", 502},
+    [API_ERR_BAD_HANDSHAKE] = {"bad_handshake", 400},
 };
 
 const char *api_error_name(enum api_error_code code)

@@ -57,6 +57,8 @@ enum api_error_code {
 	API_ERR_IMAGE_IN_USE,  /* 409: a sandbox or task uses the image */
 	API_ERR_REGISTRY,      /* 502: a registry unreachable, refusing us, or answering wrong */
 	API_ERR_BOOTSTRAP_FAILED, /* 502: debootstrap failed or ran past its time */
+	/* terminals */
+	API_ERR_BAD_HANDSHAKE, /* 400: exec with "tty" without a valid WebSocket upgrade */
 	API_ERR_COUNT
 };
 

@@ -508,12 +508,19 @@ void api_response_release(struct api_response *r)
 		r->process.ops->done(r->process.fleet, r->process.id, r->fd);
 		r->fd = -1;
 	}
+	if (r->kind == API_RESPONSE_TERMINAL) {
+		if (r->fd >= 0)
+			r->terminal.ops->done(r->terminal.fleet, r->terminal.id, r->fd);
+		r->fd = -1;
+		CLOSE_FD(r->terminal.master);
+	}
 	r->kind = API_RESPONSE_BODY;
 }
 
 int api_response_take_fd(struct api_response *r)
 {
-	if (r->kind != API_RESPONSE_FILE && r->kind != API_RESPONSE_PROCESS_STREAM)
+	if (r->kind != API_RESPONSE_FILE && r->kind != API_RESPONSE_PROCESS_STREAM &&
+	    r->kind != API_RESPONSE_TERMINAL)
 		return -1;
 	return TAKE_FD(r->fd);
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* Bytes of each stream an exec response carries; the rest stays in the files. */
@@ -155,12 +156,91 @@ static bool wants_event_stream(const struct api_request *req)
 	return req->accept && strstr(req->accept, "text/event-stream");
 }
 
+/* Does the comma-separated header value list hold token (case-insensitive)? */
+static bool has_token(const char *list, const char *token)
+{
+	size_t n = strlen(token);
+	for (const char *p = list; p && *p;) {
+		p += strspn(p, " \t,");
+		size_t len = strcspn(p, ",");
+		size_t end = len;
+		while (end > 0 && (p[end - 1] == ' ' || p[end - 1] == '\t'))
+			end--;
+		if (end == n && strncasecmp(p, token, n) == 0)
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+/*
+ * The WebSocket handshake of a terminal (RFC 6455 4.2.1): Upgrade:
+ * websocket, Connection: Upgrade, Sec-WebSocket-Version: 13 and a key
+ * that is the base64 of 16 bytes. A request with an Upgrade but no "tty"
+ * is refused too: nothing else upgrades.
+ */
+static int check_handshake(const struct api_request *req, bool tty, struct api_error *e)
+{
+	bool upgrade = has_token(req->upgrade, "websocket");
+	if (!tty && !req->upgrade)
+		return 0;
+	if (!tty)
+		return api_error_set(e, API_ERR_BAD_HANDSHAKE, "tty",
+				     "only an exec with \"tty\": true upgrades");
+	if (!upgrade || !has_token(req->connection, "upgrade"))
+		return api_error_set(e, API_ERR_BAD_HANDSHAKE, NULL,
+				     "\"tty\": true needs a WebSocket upgrade (Upgrade: websocket, "
+				     "Connection: Upgrade)");
+	if (!req->ws_version || strcmp(req->ws_version, "13") != 0)
+		return api_error_set(e, API_ERR_BAD_HANDSHAKE, NULL,
+				     "Sec-WebSocket-Version must be 13");
+	if (!ws_key_is_valid(req->ws_key))
+		return api_error_set(e, API_ERR_BAD_HANDSHAKE, NULL,
+				     "Sec-WebSocket-Key must be the base64 of 16 bytes");
+	return 0;
+}
+
+/* Start x on a terminal and hand the server the upgrade (101, then the frames). */
+static int exec_terminal(struct api_call *c, const struct fleet_ops *ops,
+			 const struct exec_request *x)
+{
+	if (!ops->exec_tty)
+		return api_error_internal(c->err, ENOSYS, "this fleet has no terminals");
+	struct fleet_exec fx = {.command = x->command,
+				.env = x->env,
+				.cwd = x->cwd,
+				.timeout_ms = x->timeout_ms,
+				.rows = x->rows,
+				.cols = x->cols};
+	struct error err = {0};
+	int fd = -1, master = -1;
+	long pid = 0;
+	int r = ops->exec_tty(c->ctx->fleet, c->id, &fx, &fd, &pid, &master, &err);
+	if (r == -EREMOTEIO && exec_failure_code(err.code)) /* as without a terminal: no upgrade */
+		return api_respond_json(c, 200, exec_failed_result(err.code, err.msg));
+	if (r < 0)
+		return api_fleet_error(c, r, &err, "exec");
+	struct api_response *res = api_respond_kind(c, 101, API_TEXT, API_RESPONSE_TERMINAL);
+	res->fd = fd;
+	res->terminal.pid = pid;
+	res->terminal.master = master;
+	res->terminal.ops = ops;
+	res->terminal.fleet = c->ctx->fleet;
+	snprintf(res->terminal.id, sizeof(res->terminal.id), "%s", c->id);
+	snprintf(res->terminal.key, sizeof(res->terminal.key), "%s", c->req->ws_key);
+	return 0;
+}
+
 int api_sandbox_exec(struct api_call *c)
 {
 	struct exec_request x = {0};
 	int r = exec_request_parse(c->req->body, c->req->body_len, &x, c->err);
 	if (r < 0)
 		return r;
+	if ((r = check_handshake(c->req, x.tty, c->err)) < 0) {
+		exec_request_release(&x);
+		return r;
+	}
 	const struct fleet_ops *ops = api_fleet(c);
 	if (!ops) {
 		exec_request_release(&x);
@@ -172,6 +252,11 @@ int api_sandbox_exec(struct api_call *c)
 	long pid = 0;
 	r = ops->get_live(c->ctx->fleet, c->ctx->store, c->id, true, &s, &err);
 	sandbox_record_release(&s);
+	if (r == 0 && x.tty) {
+		r = exec_terminal(c, ops, &x);
+		exec_request_release(&x);
+		return r;
+	}
 	if (r == 0) {
 		struct fleet_exec fx = {.command = x.command,
 					.env = x.env,

@@ -22,8 +22,8 @@ static const char *const create_fields[] = {"limits",  "timeout_s", "env",   "me
 /* what a sandbox's spec keeps of the task spec it is checked as, beside env and limits */
 static const char *const kept_fields[] = {"network", "secrets", "image", "user",
 					  "cwd",     "pull",	NULL};
-static const char *const exec_fields[] = {"command",   "stdin",	     "env", "cwd",
-					  "timeout_s", "background", NULL};
+static const char *const exec_fields[] = {"command",	"stdin", "env",	 "cwd",	 "timeout_s",
+					  "background", "tty",	 "rows", "cols", NULL};
 
 static int get_seconds(json_t *v, const char *field, int64_t max, int64_t *ret_ms,
 		       struct api_error *e)
@@ -157,6 +157,37 @@ int api_sandbox_path_check(const char *path, const char *field, struct api_error
 	return 0;
 }
 
+/* "tty", and the terminal's "rows" and "cols", which need it. */
+static int parse_tty(json_t *root, struct exec_request *x, struct api_error *e)
+{
+	json_t *v = json_object_get(root, "tty");
+	if (v && !json_is_boolean(v))
+		return INVALID(e, "tty", "tty must be true or false");
+	x->tty = json_is_true(v);
+	x->rows = 24;
+	x->cols = 80;
+	static const char *const dims[] = {"rows", "cols"};
+	for (size_t i = 0; i < 2; i++) {
+		v = json_object_get(root, dims[i]);
+		if (!v)
+			continue;
+		if (!x->tty)
+			return INVALID(e, dims[i], "%s needs \"tty\": true", dims[i]);
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > SPEC_TTY_DIM_MAX)
+			return INVALID(e, dims[i], "%s must be an integer from 1 to %d", dims[i],
+				       SPEC_TTY_DIM_MAX);
+		*(i == 0 ? &x->rows : &x->cols) = (unsigned)json_integer_value(v);
+	}
+	if (x->tty && x->stdin_data)
+		return INVALID(e, "stdin",
+			       "a terminal's input comes over its WebSocket, not stdin");
+	if (x->tty && x->background)
+		return INVALID(e, "background",
+			       "a terminal lives with its WebSocket: no background");
+	return 0;
+}
+
 static int parse_exec(json_t *root, struct exec_request *x, struct api_error *e)
 {
 	int r = task_request_check_unknown(root, "", exec_fields, e);
@@ -205,7 +236,7 @@ static int parse_exec(json_t *root, struct exec_request *x, struct api_error *e)
 			return INVALID(e, "background", "background must be true or false");
 		x->background = json_is_true(v);
 	}
-	return 0;
+	return parse_tty(root, x, e);
 }
 
 int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct api_error *e)

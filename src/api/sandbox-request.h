@@ -55,6 +55,8 @@ struct exec_request {
 	char cwd[1024 + 1]; /* absolute; "": the sandbox's image's WorkingDir, else /workspace */
 	int64_t timeout_ms; /* 0 = none */
 	bool background;
+	bool tty;	     /* on a terminal: the request is a WebSocket upgrade */
+	unsigned rows, cols; /* the terminal's first size (1..SPEC_TTY_DIM_MAX; 24 x 80) */
 	json_t *priv;
 };
 

@@ -9,12 +9,14 @@
  * last exit {"exit_code", "signal", "oom_killed", "timed_out", ...}. A
  * daemon that answers with the whole result as JSON instead is understood
  * too. The command goes on in the sandbox if we go away (the API's rule).
+ * With -t it runs on a terminal instead (exec-tty.c).
  */
 #include "base/base64.h"
 #include "base/buf.h"
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
 #include "cli/cli.h"
+#include "cli/exec-tty.h"
 #include "cli/options.h"
 #include "client/client.h"
 #include "client/sse.h"
@@ -57,8 +59,14 @@ static const char help[] =
     "                       (UTF-8 text, at most 1 MiB); without it the\n"
     "                       command's stdin is empty\n"
     "  -d, --detach         start the command in the background and print its\n"
-    "                       pid (in the sandbox); do not wait for it\n" CLI_HELP_SOCKET_WIDE
-	CLIENT_HELP_ENVIRONMENT "\n"
+    "                       pid (in the sandbox); do not wait for it\n"
+    "  -t, --tty            run the command on a terminal in the sandbox, of our\n"
+    "                       terminal's size (and resized with it); its output\n"
+    "                       comes to ours as it is. With -i (-it), what we type\n"
+    "                       goes to it, our terminal raw meanwhile: Ctrl-C\n"
+    "                       interrupts the command, not agentbox. Ending\n"
+    "                       agentbox (a signal) hangs the terminal up "
+    "(SIGHUP)\n" CLI_HELP_SOCKET_WIDE CLIENT_HELP_ENVIRONMENT "\n"
     "exit status:\n"
     "  N    the command's own exit status; 128+N when signal N killed it\n"
     "  126  the command could not be executed\n"
@@ -82,6 +90,7 @@ static const struct option options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"stdin", no_argument, NULL, 'i'},
     {"detach", no_argument, NULL, 'd'},
+    {"tty", no_argument, NULL, 't'},
     {"socket", required_argument, NULL, CLI_OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -91,7 +100,7 @@ struct exec_args {
 	json_t *body;
 	const char *socket_path;
 	const char *id;
-	bool stdin, detach, help;
+	bool stdin, detach, tty, help;
 };
 
 static int parse_args(int argc, char **argv, struct exec_args *a, struct error *err)
@@ -100,7 +109,7 @@ static int parse_args(int argc, char **argv, struct exec_args *a, struct error *
 	optind = 1;
 	int opt;
 	/* "+": options end at ID, so the command's own flags are its own */
-	while ((opt = getopt_long(argc, argv, "+:idh", options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+:idth", options, NULL)) != -1) {
 		int r = cli_body_option(a->body, opt, optarg, err);
 		if (r != -ENOENT) {
 			if (r < 0)
@@ -117,6 +126,9 @@ static int parse_args(int argc, char **argv, struct exec_args *a, struct error *
 			break;
 		case 'd':
 			a->detach = true;
+			break;
+		case 't':
+			a->tty = true;
 			break;
 		case OPT_CWD: {
 			if (optarg[0] != '/')
@@ -170,6 +182,8 @@ static int parse_args(int argc, char **argv, struct exec_args *a, struct error *
 		if (json_array_append_new(command, s) < 0)
 			return error_set_errno(err, ENOMEM, "building the request");
 	}
+	if (a->detach && a->tty)
+		return error_set(err, EINVAL, "-t and -d: a terminal lives with agentbox");
 	if (a->detach && cli_body_set(a->body, "background", json_true(), err) < 0)
 		return -ENOMEM;
 	return 0;
@@ -339,7 +353,7 @@ static int take_answer(struct runner *rn)
 }
 
 /* How the command ended, as our exit status. */
-static int exit_status(const json_t *ex)
+int exec_exit_status(const json_t *ex)
 {
 	if (json_is_true(json_object_get(ex, "truncated")))
 		fputs("agentbox: exec: the command wrote more output than agentboxd keeps; "
@@ -391,7 +405,7 @@ static int run(struct client *c, const char *target, const json_t *body)
 		r = take_answer(&rn);
 	int rc;
 	if (rn.exit) {
-		rc = exit_status(rn.exit);
+		rc = exec_exit_status(rn.exit);
 	} else if (error_is_set(&rn.fatal)) {
 		rc = cli_fail("exec: %s", rn.fatal.msg);
 	} else if (r < 0 && (c->last_status / 100 != 2 || !stream_broke(err.code))) {
@@ -442,11 +456,13 @@ int verb_exec(int argc, char **argv)
 		fputs(help, stdout);
 		rc = 0;
 	} else if (client_sandbox_target(target, sizeof(target), a.id, "/exec", &err) < 0 ||
-		   (a.stdin && read_stdin(a.body, &err) < 0) ||
+		   (a.stdin && !a.tty && read_stdin(a.body, &err) < 0) ||
 		   client_init(&c, a.socket_path, &err) < 0) {
 		rc = cli_fail("exec: %s", err.msg);
 	} else {
-		rc = a.detach ? detach(&c, target, a.body) : run(&c, target, a.body);
+		rc = a.tty	? exec_tty_run(&c, target, a.body, a.stdin)
+		     : a.detach ? detach(&c, target, a.body)
+				: run(&c, target, a.body);
 	}
 	client_release(&c);
 	return rc;

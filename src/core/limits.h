@@ -75,4 +75,7 @@ static inline unsigned long long limits_pids_one(unsigned long long pid_max)
 	return n ? n : 1;
 }
 
+/* A terminal's rows, and its columns (exec with "tty"): 1 up to this. */
+#define SPEC_TTY_DIM_MAX 4096
+
 #endif

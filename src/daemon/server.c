@@ -63,6 +63,7 @@ struct request_state {
 	struct api_audit_entry audit_note;
 	enum api_error_code audit_code;
 	int audit_status;
+	struct terminal_pending terminal; /* a terminal's 101, queued (terminal.c) */
 };
 
 /*
@@ -304,7 +305,8 @@ static void log_response(const struct api_response *r)
 		fprintf(stderr, "agentboxd: %s\n", r->audit);
 }
 
-static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r)
+static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct api_response *r,
+			     struct request_state *rs)
 {
 	log_response(r);
 	switch (r->kind) {
@@ -315,6 +317,8 @@ static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct 
 		set_timeout(c, 0);
 		return process_stream_start(d, c, r->process.id, api_response_take_fd(r),
 					    r->process.pid);
+	case API_RESPONSE_TERMINAL:
+		return terminal_start(d, c, r, &rs->terminal);
 	case API_RESPONSE_FILE:
 		return send_file(c, r->status, r->content_type, api_response_take_fd(r), r->size);
 	case API_RESPONSE_PIECES:
@@ -404,6 +408,10 @@ static void read_request(struct MHD_Connection *c, const char *url, const char *
 	    .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
 	    .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
 	    .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+	    .upgrade = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Upgrade"),
+	    .connection = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection"),
+	    .ws_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key"),
+	    .ws_version = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version"),
 	};
 }
 
@@ -619,7 +627,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		api_upload_end(rs->upload, st, &resp); /* st: for its audit row */
 		store_pool_put(&l->d->pool, st);
 		set_timeout(c, DAEMON_IDLE_TIMEOUT_S);
-		ok = serve(l->d, c, &resp);
+		ok = serve(l->d, c, &resp, rs);
 		api_response_release(&resp);
 		return ok;
 	}
@@ -670,7 +678,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	rs->audit_note = resp.audit_note;
 	rs->audit_code = resp.audit_code;
 	rs->audit_status = resp.status;
-	ok = serve(l->d, c, &resp);
+	ok = serve(l->d, c, &resp, rs);
 	api_response_release(&resp);
 	return ok;
 }
@@ -697,6 +705,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct request_state *rs = *con_cls;
 	set_timeout(c, DAEMON_HEADER_TIMEOUT_S); /* kept alive: the next header, or close */
 	if (rs) {
+		terminal_abandon(&rs->terminal); /* a 101 that never went out */
 		if (rs->audit_pending)
 			commit_audit(cls, rs);
 		api_upload_free(rs->upload);
@@ -737,7 +746,7 @@ int server_start(struct daemon *d, int listen_fd, const struct daemon_tls *tls,
 		tls_items[0].option = MHD_OPTION_END;
 	l->mhd = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-		MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
+		MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE | (tls ? MHD_USE_TLS : 0),
 	    0, NULL, NULL, on_request, l, MHD_OPTION_LISTEN_SOCKET, listen_fd,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, d, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned)DAEMON_CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
@@ -760,6 +769,7 @@ void server_stop(struct listener *l)
 {
 	if (!l)
 		return;
+	terminal_wait_all(); /* their sockets are libmicrohttpd's */
 	MHD_stop_daemon(l->mhd);
 	free(l);
 }

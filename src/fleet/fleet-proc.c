@@ -139,9 +139,9 @@ void fleet_done(struct fleet *f, const char *id, int fd)
 
 /* ---- commands ------------------------------------------------------------ */
 
-/* As fleet_exec_start(), with the waiter taken. */
+/* As fleet_exec_start() (ret_master NULL) or fleet_exec_tty(), with the waiter taken. */
 static int exec_start(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
-		      long *ret_pid, struct error *err)
+		      long *ret_pid, int *ret_master, struct error *err)
 {
 	char dir[4200];
 	if (fleet_dir(f, id, dir, sizeof(dir)) < 0)
@@ -152,6 +152,11 @@ static int exec_start(struct fleet *f, const char *id, const struct fleet_exec *
 			    "env", env, "cwd", x->cwd && *x->cwd ? x->cwd : NULL, "timeout_ms",
 			    (json_int_t)x->timeout_ms)
 		: NULL;
+	if (msg && ret_master &&
+	    json_object_set_new(
+		msg, "tty", json_pack("{s:i, s:i}", "rows", (int)x->rows, "cols", (int)x->cols)) <
+		0)
+		json_decref(TAKE_PTR(msg));
 	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	if (!text)
 		return error_set(err, ENOMEM, "out of memory");
@@ -163,15 +168,20 @@ static int exec_start(struct fleet *f, const char *id, const struct fleet_exec *
 	if (r == 0)
 		r = shim_send(fd, text, in, err);
 	_cleanup_json_ json_t *reply = NULL;
+	_cleanup_close_ int master = -1;
 	if (r == 0)
-		r = shim_recv(fd, FLEET_CALL_TIMEOUT_MS, &reply, NULL, err);
+		r = shim_recv(fd, FLEET_CALL_TIMEOUT_MS, &reply, ret_master ? &master : NULL, err);
 	if (r < 0)
 		return fleet_shim_refused(r, err);
 	json_t *pid = json_object_get(reply, "pid");
 	if (!json_is_integer(pid))
 		return error_set(err, EPROTO, "shim: exec reply without a pid");
+	if (ret_master && master < 0)
+		return error_set(err, EPROTO, "shim: exec reply without the terminal");
 	*ret_pid = (long)json_integer_value(pid);
 	*ret_fd = TAKE_FD(fd);
+	if (ret_master)
+		*ret_master = TAKE_FD(master);
 	return 0;
 }
 
@@ -179,7 +189,16 @@ int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x
 		     long *ret_pid, struct error *err)
 {
 	int r = waiter_take(f, id, err);
-	if (r == 0 && (r = exec_start(f, id, x, ret_fd, ret_pid, err)) < 0)
+	if (r == 0 && (r = exec_start(f, id, x, ret_fd, ret_pid, NULL, err)) < 0)
+		waiter_give(f, id);
+	return r;
+}
+
+int fleet_exec_tty(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
+		   long *ret_pid, int *ret_master, struct error *err)
+{
+	int r = waiter_take(f, id, err);
+	if (r == 0 && (r = exec_start(f, id, x, ret_fd, ret_pid, ret_master, err)) < 0)
 		waiter_give(f, id);
 	return r;
 }
@@ -385,6 +404,7 @@ const struct fleet_ops fleet_shim_ops = {
     .set_expiry = fleet_set_expiry,
     .exec_start = fleet_exec_start,
     .exec_wait = fleet_exec_wait,
+    .exec_tty = fleet_exec_tty,
     .done = fleet_done,
     .watch = fleet_watch,
     .processes = fleet_processes,

@@ -209,6 +209,8 @@ struct fleet_exec {
 	int64_t timeout_ms;	/* 0 = none */
 	const char *stdin_data; /* NULL = no stdin */
 	size_t stdin_len;
+	/* fleet_exec_tty(): the terminal's size (1..SPEC_TTY_DIM_MAX); no stdin_data */
+	unsigned rows, cols;
 };
 
 /* The operations the API uses; each is documented at its fleet_* function. */
@@ -225,6 +227,8 @@ struct fleet_ops {
 	int (*exec_start)(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
 			  long *ret_pid, struct error *err);
 	int (*exec_wait)(struct fleet *f, int fd, json_t **ret_exit, struct error *err);
+	int (*exec_tty)(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
+			long *ret_pid, int *ret_master, struct error *err);
 	void (*done)(struct fleet *f, const char *id, int fd);
 	int (*watch)(struct fleet *f, const char *id, long pid, int *ret_fd, struct error *err);
 	int (*processes)(struct fleet *f, const char *id, json_t **ret, struct error *err);
@@ -292,6 +296,16 @@ int fleet_set_expiry(struct fleet *f, struct store *st, const char *id, int64_t 
  */
 int fleet_exec_start(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
 		     long *ret_pid, struct error *err);
+
+/*
+ * As fleet_exec_start(), on a terminal of x->rows x x->cols inside the
+ * sandbox (shim/protocol.h's exec "tty"): *ret_master is its master, the
+ * caller's (read the output, write the input, TIOCSWINSZ to resize;
+ * closing it hangs the session up). *ret_fd reports the exit as for exec
+ * (no "output" notices: the output files stay empty).
+ */
+int fleet_exec_tty(struct fleet *f, const char *id, const struct fleet_exec *x, int *ret_fd,
+		   long *ret_pid, int *ret_master, struct error *err);
 
 /*
  * The next notice on an exec's or a watch's connection fd, waiting at

@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
@@ -167,16 +168,37 @@ static int path_arg(const char *p, struct error *err)
 	return 0;
 }
 
-/* The child: its own session, the three fds on 0-2, cwd, exec. Reports errno on pipe_fd. */
-static _Noreturn void spawn_child(const int *fds, const char *cwd, const char *const *argv,
-				  char *const *envp, int pipe_fd)
+/*
+ * The child's terminal: the slave of master (its own devpts), made the
+ * controlling terminal of the new session, on 0-2. 0 or an errno.
+ */
+static int take_terminal(int master)
+{
+	int slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (slave < 0 || ioctl(slave, TIOCSCTTY, 0) < 0)
+		return errno;
+	/* init's own 0-2 are always open, so slave is above 2 */
+	for (int i = 0; i < 3; i++)
+		if (dup2(slave, i) < 0)
+			return errno;
+	return 0;
+}
+
+/*
+ * The child: its own session, the three fds (or the terminal of master,
+ * when >= 0) on 0-2, cwd, exec. Reports errno on pipe_fd.
+ */
+static _Noreturn void spawn_child(const int *fds, int master, const char *cwd,
+				  const char *const *argv, char *const *envp, int pipe_fd)
 {
 	init_child_reset_signals();
 	int e = 0;
 	if (setsid() < 0)
 		e = errno;
+	if (e == 0 && master >= 0)
+		e = take_terminal(master);
 	/* init's own 0-2 are always open, so the received fds are all above 2. */
-	for (int i = 0; e == 0 && i < SERVE_SPAWN_FDS; i++)
+	for (int i = 0; e == 0 && master < 0 && i < SERVE_SPAWN_FDS; i++)
 		if (dup2(fds[i], i) < 0)
 			e = errno;
 	int step = 0; /* 0 = set up, 1 = chdir, 2 = exec */
@@ -194,12 +216,33 @@ static _Noreturn void spawn_child(const int *fds, const char *cwd, const char *c
 	_exit(e == ENOENT ? 127 : 126);
 }
 
+/*
+ * A new terminal of the sandbox's devpts, unlocked and sized: its master
+ * (O_CLOEXEC). Opened by init, as the sandbox user, in the sandbox's
+ * /dev: no other devpts instance is reachable from here.
+ */
+static int open_terminal(unsigned rows, unsigned cols, int *ret_master, struct error *err)
+{
+	if (rows < 1 || rows > SERVE_TTY_DIM_MAX || cols < 1 || cols > SERVE_TTY_DIM_MAX)
+		return error_set(err, EINVAL, "spawn: a terminal of %ux%u", rows, cols);
+	_cleanup_close_ int master = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return error_set(err, errno, "spawn: open /dev/pts/ptmx");
+	int unlock = 0;
+	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+	if (ioctl(master, TIOCSPTLCK, &unlock) < 0 || ioctl(master, TIOCSWINSZ, &ws) < 0)
+		return error_set(err, errno, "spawn: set up the terminal");
+	*ret_master = TAKE_FD(master);
+	return 0;
+}
+
 static int do_spawn(struct request *req, struct reply *rep, struct error *err)
 {
 	const struct serve_msg *m = &req->msg;
-	if (req->nfds != SERVE_SPAWN_FDS)
-		return error_set(err, EINVAL, "spawn: %zu fds instead of %d", req->nfds,
-				 SERVE_SPAWN_FDS);
+	bool tty = m->value & SERVE_SPAWN_TTY;
+	size_t nfds = tty ? 0 : SERVE_SPAWN_FDS;
+	if (req->nfds != nfds)
+		return error_set(err, EINVAL, "spawn: %zu fds instead of %zu", req->nfds, nfds);
 	if (m->argc < 1 || m->len > SERVE_SPAWN_BYTES_MAX || (size_t)m->argc + m->nenv + 1 > m->len)
 		return error_set(err, EINVAL, "spawn: bad argument counts");
 	size_t n = 1 + (size_t)m->argc + m->nenv;
@@ -223,13 +266,16 @@ static int do_spawn(struct request *req, struct reply *rep, struct error *err)
 		return error_set(err, EAGAIN, "spawn: %d children already running",
 				 SERVE_CHILDREN_MAX);
 
+	_cleanup_close_ int master = -1;
+	if (tty && (r = open_terminal(m->rows, m->cols, &master, err)) < 0)
+		return r;
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return error_set(err, errno, "spawn: pipe");
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(pipefd[0]);
-		spawn_child(req->fds, cwd, argv, (char *const *)envp, pipefd[1]);
+		spawn_child(req->fds, master, cwd, argv, (char *const *)envp, pipefd[1]);
 	}
 	int e = errno;
 	close(pipefd[1]);
@@ -254,6 +300,7 @@ static int do_spawn(struct request *req, struct reply *rep, struct error *err)
 	}
 	children[nchildren++] = pid;
 	rep->msg.pid = pid;
+	rep->fd = TAKE_FD(master); /* -1 without a terminal */
 	return 0;
 }
 

@@ -12,6 +12,9 @@
  *	launcher -> init                     init -> launcher
  *	SPAWN   cwd, argv[argc], envp[nenv]  REPLY   code 0 + pid, or -errno + reason
  *	        + 3 fds (stdin/out/err)
+ *	SPAWN   value = SERVE_SPAWN_TTY,     REPLY   code 0 + pid + 1 fd: the terminal's
+ *	        rows, cols; the same strings         master, or -errno + reason
+ *	        and no fd
  *	SIGNAL  pid, value = signal          REPLY   code
  *	OPEN    value = mode, path           REPLY   code + 1 fd; WRITE: temp path,
  *	                                             pid = the copier, the fd a socket to it
@@ -61,7 +64,12 @@ struct serve_msg {
 	uint32_t argc; /* SPAWN: strings in argv */
 	uint32_t nenv; /* SPAWN: strings in envp */
 	uint32_t len;  /* payload bytes after this header */
+	uint16_t rows; /* SPAWN with SERVE_SPAWN_TTY: the terminal's size */
+	uint16_t cols;
 };
+
+/* SPAWN's value: flags. */
+#define SERVE_SPAWN_TTY 1u /* a new terminal of the sandbox's devpts on 0-2 */
 
 /* The largest packet either side sends. */
 #define SERVE_MSG_MAX (sizeof(struct serve_msg) + SERVE_SPAWN_BYTES_MAX)

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/oom.h>
 #include <poll.h>
 #include <stdio.h>
@@ -149,8 +150,9 @@ static int call(struct sandbox *sb, struct serve_msg *req, const void *payload, 
 	return 0;
 }
 
-int sandbox_spawn(struct sandbox *sb, const struct serve_spawn *req, pid_t *ret_pid,
-		  struct error *err)
+/* A SPAWN: with req's three fds, or (tty) on a new terminal whose master comes back. */
+static int spawn(struct sandbox *sb, const struct serve_spawn *req, bool tty, unsigned rows,
+		 unsigned cols, pid_t *ret_pid, int *ret_master, struct error *err)
 {
 	int r = check_serving(sb, err);
 	if (r < 0)
@@ -160,9 +162,12 @@ int sandbox_spawn(struct sandbox *sb, const struct serve_spawn *req, pid_t *ret_
 	if ((r = check_path("spawn: cwd", req->cwd, err)) < 0)
 		return r;
 	int fds[SERVE_SPAWN_FDS] = {req->stdin_fd, req->stdout_fd, req->stderr_fd};
-	for (size_t i = 0; i < SERVE_SPAWN_FDS; i++)
+	for (size_t i = 0; !tty && i < SERVE_SPAWN_FDS; i++)
 		if (fds[i] < 0)
 			return error_set(err, EBADF, "spawn: fd %zu is not open", i);
+	if (tty && (rows < 1 || rows > SERVE_TTY_DIM_MAX || cols < 1 || cols > SERVE_TTY_DIM_MAX))
+		return error_set(err, EINVAL, "spawn: a terminal of %ux%u (1 to %d each)", rows,
+				 cols, SERVE_TTY_DIM_MAX);
 
 	static const char *const no_env[] = {NULL};
 	const char *const *envp = req->envp ? req->envp : no_env;
@@ -200,18 +205,42 @@ int sandbox_spawn(struct sandbox *sb, const struct serve_spawn *req, pid_t *ret_
 		}
 
 	struct serve_msg m = {.op = SERVE_OP_SPAWN,
+			      .value = tty ? (int32_t)SERVE_SPAWN_TTY : 0,
 			      .argc = (uint32_t)argc,
 			      .nenv = (uint32_t)nenv,
-			      .len = (uint32_t)bytes};
+			      .len = (uint32_t)bytes,
+			      .rows = (uint16_t)(tty ? rows : 0),
+			      .cols = (uint16_t)(tty ? cols : 0)};
 	struct packet rep;
-	if ((r = call(sb, &m, payload, fds, SERVE_SPAWN_FDS, &rep, err)) < 0)
+	if ((r = call(sb, &m, payload, fds, tty ? 0 : SERVE_SPAWN_FDS, &rep, err)) < 0)
 		return r;
-	CLOSE_FD(rep.fd);
-	if (rep.msg.pid <= 0)
+	if (rep.msg.pid <= 0) {
+		CLOSE_FD(rep.fd);
 		return error_set(err, EBADMSG, "spawn: init replied without a pid");
-	sb->ctl.live++;
+	}
+	sb->ctl.live++; /* it runs: its EXITED will come, whatever happens here */
+	if (tty && rep.fd < 0) {
+		struct error ignored = {0};
+		(void)sandbox_signal(sb, rep.msg.pid, SIGKILL, &ignored);
+		return error_set(err, EBADMSG, "spawn: init replied without the terminal");
+	}
 	*ret_pid = rep.msg.pid;
+	if (tty)
+		*ret_master = TAKE_FD(rep.fd);
+	CLOSE_FD(rep.fd);
 	return 0;
+}
+
+int sandbox_spawn(struct sandbox *sb, const struct serve_spawn *req, pid_t *ret_pid,
+		  struct error *err)
+{
+	return spawn(sb, req, false, 0, 0, ret_pid, NULL, err);
+}
+
+int sandbox_spawn_tty(struct sandbox *sb, const struct serve_spawn *req, unsigned rows,
+		      unsigned cols, pid_t *ret_pid, int *ret_master, struct error *err)
+{
+	return spawn(sb, req, true, rows, cols, ret_pid, ret_master, err);
 }
 
 int sandbox_signal(struct sandbox *sb, pid_t pid, int sig, struct error *err)

@@ -74,6 +74,24 @@ struct serve_spawn {
 int sandbox_spawn(struct sandbox *sb, const struct serve_spawn *req, pid_t *ret_pid,
 		  struct error *err);
 
+/* A terminal's rows and columns: 1 up to this. */
+#define SERVE_TTY_DIM_MAX SPEC_TTY_DIM_MAX
+
+/*
+ * As sandbox_spawn(), on a terminal instead of req's three fds (which are
+ * not used): init opens a new pseudo-terminal of the sandbox's own devpts
+ * (/dev/pts, its own instance: no host terminal is reachable from it),
+ * sizes it rows x cols (1..SERVE_TTY_DIM_MAX), and the child, a session
+ * leader, takes its slave as its controlling terminal on 0-2. The master
+ * comes back in *ret_master (O_CLOEXEC, blocking, the caller's): what is
+ * written to it is typed (0x03 is Ctrl-C: the line discipline signals the
+ * foreground process group), what is read from it is the terminal's
+ * output; TIOCSWINSZ on it resizes (SIGWINCH to the foreground group).
+ * When the last holder of the master closes it, the session gets SIGHUP.
+ */
+int sandbox_spawn_tty(struct sandbox *sb, const struct serve_spawn *req, unsigned rows,
+		      unsigned cols, pid_t *ret_pid, int *ret_master, struct error *err);
+
 /*
  * Send sig to the process group of pid, a child from sandbox_spawn() that
  * init has not reaped yet (else -ESRCH). 0 or -errno.

@@ -48,6 +48,15 @@ int op_exec(struct shim *s, struct conn *c, json_t *req, int fd, struct error *e
 	r = req_int(req, "timeout_ms", false, 0, SPEC_TIMEOUT_MAX_MS, 0, &timeout_ms, err);
 	if (r < 0)
 		return r;
+	/* "tty": {"rows", "cols"}: on a terminal, whose master comes back with "started" */
+	json_t *tty = json_object_get(req, "tty");
+	int64_t rows = 0, cols = 0;
+	if (tty && (!json_is_object(tty) ||
+		    (r = req_int(tty, "rows", true, 1, SERVE_TTY_DIM_MAX, 0, &rows, err)) < 0 ||
+		    (r = req_int(tty, "cols", true, 1, SERVE_TTY_DIM_MAX, 0, &cols, err)) < 0))
+		return r < 0 ? r : error_set(err, EINVAL, "tty: not an object");
+	if (tty && fd >= 0)
+		return error_set(err, EINVAL, "tty: a terminal has no stdin of its own");
 	const char *const *envp = env ? env : (const char *const *)s->default_env;
 	if (!cwd) /* the image's WorkingDir, else the workdir */
 		cwd = s->spec.cwd ? s->spec.cwd : s->spec.workdir;
@@ -70,13 +79,18 @@ int op_exec(struct shim *s, struct conn *c, json_t *req, int fd, struct error *e
 	    .stdin_fd = fd,
 	    .timeout_ms = (uint64_t)timeout_ms,
 	    .command = json_object_get(req, "command"),
+	    .tty = tty != NULL,
+	    .rows = (unsigned)rows,
+	    .cols = (unsigned)cols,
 	};
 	struct proc *p = NULL;
-	if ((r = proc_exec(s, &pe, &p, err)) < 0)
+	_cleanup_close_ int master = -1;
+	if ((r = proc_exec(s, &pe, &p, &master, err)) < 0)
 		return r;
 	_cleanup_json_ json_t *m = json_pack("{s:s, s:i}", "type", "started", "pid", (int)p->pid);
-	/* a client gone already leaves the process running, as a closed connection does */
-	if (m && conn_send(s, c, m, -1) == 0)
+	/* a client gone already leaves the process running, as a closed connection does
+	 * (a terminal's: its master closed here, the session hangs up) */
+	if (m && conn_send(s, c, m, master) == 0)
 		c->pid = p->pid;
 	return 0;
 }

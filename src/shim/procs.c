@@ -351,7 +351,8 @@ static int add_proc(struct shim *s, const struct proc_exec *req, pid_t pid, int 
 		r = p->out.file;
 	else if ((p->err.file = open_output(s, pid, LAYOUT_PROC_ERR)) < 0)
 		r = p->err.file;
-	if (r == 0 && (r = shim_watch(s, &p->out.src, EPOLLIN)) == 0)
+	/* a terminal's output goes to whoever holds its master: no pipes to watch */
+	if (r == 0 && out_r >= 0 && (r = shim_watch(s, &p->out.src, EPOLLIN)) == 0)
 		r = shim_watch(s, &p->err.src, EPOLLIN);
 	if (r < 0) {
 		p->out.file = p->out.file < 0 ? -1 : p->out.file;
@@ -371,8 +372,34 @@ static int add_proc(struct shim *s, const struct proc_exec *req, pid_t pid, int 
 	return 0;
 }
 
-int proc_exec(struct shim *s, const struct proc_exec *req, struct proc **ret, struct error *err)
+/* A process on a terminal: its master goes to the caller, nothing to drain here. */
+static int proc_exec_tty(struct shim *s, const struct proc_exec *req, struct proc **ret,
+			 int *ret_master, struct error *err)
 {
+	proc_drain_exits(s);
+	uint64_t oom = 0;
+	(void)sandbox_oom_kills(s->sb, &oom);
+	struct serve_spawn spawn = {.argv = req->argv, .envp = req->envp, .cwd = req->cwd};
+	pid_t pid = 0;
+	_cleanup_close_ int master = -1;
+	int r = sandbox_spawn_tty(s->sb, &spawn, req->rows, req->cols, &pid, &master, err);
+	if (r < 0)
+		return r;
+	forget_pid(s, pid);
+	if ((r = add_proc(s, req, pid, -1, -1, oom, ret, err)) < 0) {
+		struct error ignored = {0};
+		(void)sandbox_signal(s->sb, pid, SIGKILL, &ignored);
+		return r;
+	}
+	*ret_master = TAKE_FD(master);
+	return 0;
+}
+
+int proc_exec(struct shim *s, const struct proc_exec *req, struct proc **ret, int *ret_master,
+	      struct error *err)
+{
+	if (req->tty)
+		return proc_exec_tty(s, req, ret, ret_master, err);
 	int out[2] = {-1, -1}, errp[2] = {-1, -1};
 	int r = make_pipe(out);
 	if (r == 0 && (r = make_pipe(errp)) < 0) {

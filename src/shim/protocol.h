@@ -87,6 +87,13 @@
  *	  timeout_ms kills the process group (SIGKILL) once it passes
  *	  ("timed_out": true); while the sandbox is paused it waits for the
  *	  resume.
+ *	  "tty": {"rows": R, "cols": C} (1..SERVE_TTY_DIM_MAX; no stdin fd
+ *	  with it): the command runs on a new terminal of the sandbox's own
+ *	  devpts (runtime/serve.h: sandbox_spawn_tty()) and "started" carries
+ *	  its master as an fd; the output files stay empty (the output is
+ *	  the master's), "exit" comes as for any exec. The shim keeps no
+ *	  copy of the master: once its receiver closes it, the session gets
+ *	  SIGHUP.
  *   {"op": "watch", "pid": N}
  *	  -> {"type": "output"}... {"type": "exit", ...} as for exec, for a
  *	  process started earlier; at once "exit" if it has ended already

@@ -19,7 +19,7 @@ struct op {
 #define NO_FIELDS   ((const char *const[]){NULL})
 
 static const struct op ops[] = {
-    {"exec", op_exec, FIELDS("command", "env", "cwd", "timeout_ms"), true},
+    {"exec", op_exec, FIELDS("command", "env", "cwd", "timeout_ms", "tty"), true},
     {"watch", op_watch, FIELDS("pid"), false},
     {"kill", op_kill, FIELDS("pid", "signal"), false},
     {"processes", op_processes, NO_FIELDS, false},

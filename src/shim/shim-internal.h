@@ -152,11 +152,15 @@ int dir_write_end(struct shim *s, const char *reason, const char *detail);
 struct proc_exec {
 	const char *const *argv, *const *envp;
 	const char *cwd;
-	int stdin_fd;
+	int stdin_fd; /* not used with tty */
 	uint64_t timeout_ms;
 	json_t *command; /* a new reference is taken */
+	bool tty;	 /* on a terminal of rows x cols: no output files are written */
+	unsigned rows, cols;
 };
-int proc_exec(struct shim *s, const struct proc_exec *req, struct proc **ret, struct error *err);
+/* With req->tty, *ret_master gets the terminal's master (the caller's); else untouched. */
+int proc_exec(struct shim *s, const struct proc_exec *req, struct proc **ret, int *ret_master,
+	      struct error *err);
 struct proc *proc_find(struct shim *s, pid_t pid);
 void proc_on_pipe(struct shim *s, struct proc_stream *st);
 void proc_drain_exits(struct shim *s);

@@ -311,6 +311,22 @@ static int fake_exec_wait(struct fleet *fl, int fd, json_t **ret_exit, struct er
 	return 0;
 }
 
+/* A terminal: recorded as an exec (value: rows * 10000 + cols); the master is /dev/null. */
+static int fake_exec_tty(struct fleet *fl, const char *id, const struct fleet_exec *x, int *ret_fd,
+			 long *ret_pid, int *ret_master, struct error *err)
+{
+	struct fake_call *c = record(fl, OP_EXEC_START, id);
+	dump(c->spec, sizeof(c->spec), x->command);
+	c->value = (int64_t)x->rows * 10000 + x->cols;
+	int r;
+	if (programmed(fl, OP_EXEC_START, err, &r))
+		return r;
+	*ret_pid = fl->next_pid;
+	*ret_master = open("/dev/null", O_RDWR | O_CLOEXEC);
+	assert_true(*ret_master >= 0);
+	return hand_out_connection(fl, ret_fd);
+}
+
 static void fake_done(struct fleet *fl, const char *id, int fd)
 {
 	record(fl, OP_DONE, id)->fd = fd;
@@ -475,6 +491,7 @@ static const struct fleet_ops fake_ops = {
     .pause = fake_pause,
     .set_expiry = fake_set_expiry,
     .exec_start = fake_exec_start,
+    .exec_tty = fake_exec_tty,
     .exec_wait = fake_exec_wait,
     .done = fake_done,
     .watch = fake_watch,
@@ -1530,6 +1547,47 @@ static void test_exec_not_executable(void **state)
 		     429, "too_many_processes", NULL);
 }
 
+/* exec with "tty" and a valid handshake: the terminal's response, which owns the master. */
+static void test_exec_terminal(void **state)
+{
+	struct fx *f = *state;
+	char id[SANDBOX_ID_SIZE];
+	create(f, id);
+	forget(f->fl);
+	const char *body = "{\"command\":[\"sh\"],\"tty\":true,\"rows\":33,\"cols\":101}";
+	struct api_request req = {.method = "POST",
+				  .path = sbx(id, "/exec"),
+				  .body = body,
+				  .body_len = strlen(body),
+				  .content_type = "application/json",
+				  .upgrade = "WebSocket",
+				  .connection = "keep-alive, Upgrade",
+				  .ws_key = "dGhlIHNhbXBsZSBub25jZQ==",
+				  .ws_version = "13"};
+	struct reply rep = call_req(f, &req);
+	assert_int_equal(rep.r.status, 101);
+	assert_int_equal(rep.r.kind, API_RESPONSE_TERMINAL);
+	assert_string_equal(rep.r.terminal.key, "dGhlIHNhbXBsZSBub25jZQ==");
+	assert_string_equal(rep.r.terminal.id, id);
+	assert_int_equal(rep.r.terminal.pid, f->fl->next_pid);
+	assert_true(rep.r.terminal.master >= 0);
+	assert_int_equal(rep.r.fd, f->fl->handed_fd);
+	assert_int_equal(f->fl->calls[1].op, OP_EXEC_START);
+	assert_int_equal(f->fl->calls[1].value, 33 * 10000 + 101);
+	int master = rep.r.terminal.master;
+	reply_free(&rep); /* a response never served: the master closed, the waiter given back */
+	assert_int_equal(fcntl(master, F_GETFD), -1);
+	assert_int_equal(count(f->fl, OP_DONE), 1);
+
+	/* a key that is not 16 bytes, a version that is not 13: nothing starts */
+	forget(f->fl);
+	req.ws_key = "c2hvcnQ=";
+	expect_error(call_req(f, &req), 400, "bad_handshake", NULL);
+	req.ws_key = "dGhlIHNhbXBsZSBub25jZQ==", req.ws_version = "8";
+	expect_error(call_req(f, &req), 400, "bad_handshake", NULL);
+	assert_int_equal(count(f->fl, OP_EXEC_START), 0);
+}
+
 static void test_exec(void **state)
 {
 	struct fx *f = *state;
@@ -1673,8 +1731,11 @@ static void test_exec(void **state)
 	expect_error(
 	    call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"],\"timeout_s\":86401}"),
 	    400, "invalid_field", "timeout_s");
+	expect_error(call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"],\"pty\":true}"),
+		     400, "unknown_field", "pty");
+	/* a terminal is an upgrade: without the WebSocket handshake nothing starts */
 	expect_error(call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"],\"tty\":true}"),
-		     400, "unknown_field", "tty");
+		     400, "bad_handshake", NULL);
 	assert_int_equal(count(f->fl, OP_COUNT), 0);
 
 	expect_error(call(f, "POST", sbx(UNKNOWN_SBX, "/exec"), NULL, "{\"command\":[\"a\"]}"), 404,
@@ -2310,6 +2371,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exec_not_executable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_exec_terminal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_processes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_process_output, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill, setup, teardown),

@@ -145,7 +145,26 @@ static void test_exec(void **state)
 	exec_bad("{\"command\":[\"a\"],\"timeout_s\":86401}", API_ERR_INVALID_FIELD, "timeout_s");
 	exec_bad("{\"command\":[\"a\"],\"background\":\"yes\"}", API_ERR_INVALID_FIELD,
 		 "background");
-	exec_bad("{\"command\":[\"a\"],\"tty\":true}", API_ERR_UNKNOWN_FIELD, "tty");
+	exec_bad("{\"command\":[\"a\"],\"pty\":true}", API_ERR_UNKNOWN_FIELD, "pty");
+	exec_bad("{\"command\":[\"a\"],\"tty\":1}", API_ERR_INVALID_FIELD, "tty");
+	exec_bad("{\"command\":[\"a\"],\"rows\":24}", API_ERR_INVALID_FIELD, "rows");
+	exec_bad("{\"command\":[\"a\"],\"tty\":true,\"rows\":0}", API_ERR_INVALID_FIELD, "rows");
+	exec_bad("{\"command\":[\"a\"],\"tty\":true,\"cols\":4097}", API_ERR_INVALID_FIELD, "cols");
+	exec_bad("{\"command\":[\"a\"],\"tty\":true,\"stdin\":\"x\"}", API_ERR_INVALID_FIELD,
+		 "stdin");
+	exec_bad("{\"command\":[\"a\"],\"tty\":true,\"background\":true}", API_ERR_INVALID_FIELD,
+		 "background");
+	body = "{\"command\":[\"sh\"],\"tty\":true,\"rows\":4096,\"cols\":1}";
+	assert_int_equal(exec_request_parse(body, strlen(body), &x, &e), 0);
+	assert_true(x.tty);
+	assert_int_equal(x.rows, 4096);
+	assert_int_equal(x.cols, 1);
+	exec_request_release(&x);
+	body = "{\"command\":[\"sh\"],\"tty\":true}";
+	assert_int_equal(exec_request_parse(body, strlen(body), &x, &e), 0);
+	assert_int_equal(x.rows, 24); /* the defaults */
+	assert_int_equal(x.cols, 80);
+	exec_request_release(&x);
 	exec_bad("{\"command\":[\"a\"],\"env\":{\"1X\":\"y\"}}", API_ERR_INVALID_FIELD,
 		 "env[\"1X\"]");
 
