@@ -100,6 +100,8 @@ struct api_request {
 	const char *content_type;  /* the Content-Type header, or NULL */
 	const char *authorization; /* the Authorization header, or NULL */
 	const char *accept;	   /* the Accept header, or NULL */
+	/* the Last-Event-ID header (a reconnecting event stream's last seq), or NULL */
+	const char *last_event_id;
 };
 
 /* The routes, in the order of the route table (api_routes()). */
@@ -197,7 +199,7 @@ void api_pieces_free(struct api_pieces *ps);
 struct api_stream {
 	enum api_route_id route; /* API_ROUTE_TASK_LOGS or API_ROUTE_TASK_EVENTS */
 	char id[TASK_ID_SIZE];	 /* the task, known to exist */
-	int64_t after_seq;	 /* events: the after= parameter, default 0 */
+	int64_t after_seq;	 /* events: after= or Last-Event-ID, the later; default 0 */
 };
 
 /*

@@ -9,6 +9,7 @@
  * query parameters (400), then the handler.
  */
 #include "base/fileio.h"
+#include "base/parse.h"
 #include "api/api-internal.h"
 
 #include "auth/key.h"
@@ -409,6 +410,16 @@ static int task_stream(struct api_call *c)
 		r = api_query_int(c->query, "after", 0, INT64_MAX, 0, &after, c->err);
 	if (r < 0)
 		return r;
+	/* a reconnecting SSE client sends the URL it had and the last id it saw */
+	const char *last = c->req->last_event_id;
+	if (route == API_ROUTE_TASK_EVENTS && last) {
+		uint64_t seq;
+		if (parse_u64(last, &seq) < 0 || seq > INT64_MAX)
+			return api_error_set(c->err, API_ERR_INVALID_FIELD, "Last-Event-ID",
+					     "must be the seq of an event (a whole number)");
+		if ((int64_t)seq > after)
+			after = (int64_t)seq;
+	}
 	struct task t = {0};
 	struct error se = {0};
 	r = store_task_get(c->ctx->store, c->id, &t, &se);

@@ -43,8 +43,9 @@ static const char help[] =
     "Run COMMAND in interactive sandbox ID (agentbox sandbox create) and wait\n"
     "for it. What it writes to stdout and stderr is copied to ours as it\n"
     "comes, and agentbox exits with its exit status. COMMAND is looked up in\n"
-    "the sandbox's PATH. Options come before ID. Interrupting agentbox does\n"
-    "not stop the command: it runs on in the sandbox (use --timeout).\n"
+    "the sandbox's PATH. Options come before or after ID, up to -- or\n"
+    "COMMAND. Interrupting agentbox does not stop the command: it runs on in\n"
+    "the sandbox (use --timeout).\n"
     "\n"
     "options:\n"
     "  --env KEY=VALUE      add to (or override) the sandbox's environment;\n"
@@ -99,8 +100,24 @@ static int parse_args(int argc, char **argv, struct exec_args *a, struct error *
 	opterr = 0;
 	optind = 1;
 	int opt;
-	/* "+": options end at ID, so the command's own flags are its own */
-	while ((opt = getopt_long(argc, argv, "+:idh", options, NULL)) != -1) {
+	/*
+	 * "+": options stop at the first operand. They come before ID and
+	 * after it, up to "--" or COMMAND, so the command's own flags are its
+	 * own: getopt resumes once past ID.
+	 */
+	for (;;) {
+		int before = optind;
+		opt = getopt_long(argc, argv, "+:idh", options, NULL);
+		if (opt == -1) {
+			/* "--" before ID ends the options as well */
+			bool dashes = optind == before + 1 && strcmp(argv[before], "--") == 0;
+			if (a->id || optind >= argc)
+				break;
+			a->id = argv[optind++];
+			if (dashes)
+				break;
+			continue;
+		}
 		int r = cli_body_option(a->body, opt, optarg, err);
 		if (r != -ENOENT) {
 			if (r < 0)
@@ -150,12 +167,9 @@ static int parse_args(int argc, char **argv, struct exec_args *a, struct error *
 					 argv[optind - 1]);
 		}
 	}
-	if (optind >= argc)
+	if (!a->id)
 		return error_set(err, EINVAL,
 				 "no sandbox given (agentbox exec [OPTIONS] ID -- COMMAND)");
-	a->id = argv[optind++];
-	if (optind < argc && strcmp(argv[optind], "--") == 0)
-		optind++;
 	if (optind >= argc)
 		return error_set(err, EINVAL,
 				 "no command given (agentbox exec [OPTIONS] ID -- COMMAND)");

@@ -498,8 +498,9 @@ static const char rm_help[] =
     "usage: agentbox sandbox rm [OPTIONS] ID...\n"
     "\n"
     "Remove each sandbox ID: every process in it is killed and its files are\n"
-    "gone. Prints each id removed. A sandbox that has ended already is an\n"
-    "error (sandbox_ended); the others are still removed.\n"
+    "gone. Prints each id removed. Every ID is checked first: when one is\n"
+    "malformed or names no sandbox, none is removed. A sandbox that has ended\n"
+    "already is an error (sandbox_ended); the others are still removed.\n"
     "\n"
     "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 all removed; 125 agentbox or agentboxd failed for one or\n"
@@ -519,11 +520,42 @@ static void sandbox_target(char *buf, size_t size, const char *id)
 	client_sandbox_target(buf, size, id, NULL, NULL); /* checked: it fits */
 }
 
+/*
+ * Before any is removed, every id must name a sandbox agentboxd knows:
+ * one typo must not leave the others half removed. 0, or EXIT_AGENTBOX
+ * after a line on stderr for each that does not.
+ */
+static int check_all_exist(const char *verb, const char *socket_path, int first, int argc,
+			   char **argv)
+{
+	int rc = 0;
+	for (int i = first; i < argc; i++)
+		if (check_sandbox(verb, argv[i]) != 0)
+			rc = EXIT_AGENTBOX;
+	if (rc)
+		return rc;
+	struct error err = {0};
+	struct client c;
+	if (client_init(&c, socket_path, &err) < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	char target[CLIENT_TARGET_MAX];
+	for (int i = first; i < argc; i++) {
+		sandbox_target(target, sizeof(target), argv[i]);
+		if (client_call(&c, "GET", target, NULL, NULL, &err) < 0)
+			rc = argc - first > 1 ? cli_fail("%s: %s; none removed", verb, err.msg)
+					      : cli_fail("%s: %s", verb, err.msg);
+	}
+	client_release(&c);
+	return rc;
+}
+
 static int sandbox_rm(int argc, char **argv)
 {
 	const char *verb = "sandbox rm", *socket_path;
 	int rc = cli_parse_socket_only(verb, rm_help, argc, argv, &socket_path);
 	if (rc >= 0)
+		return rc;
+	if (optind < argc && (rc = check_all_exist(verb, socket_path, optind, argc, argv)) != 0)
 		return rc;
 	return cli_delete_each(verb, "sandbox IDs", socket_path, optind, argc, argv, check_sandbox,
 			       sandbox_target);

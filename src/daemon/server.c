@@ -404,6 +404,7 @@ static void read_request(struct MHD_Connection *c, const char *url, const char *
 	    .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"),
 	    .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
 	    .accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept"),
+	    .last_event_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"),
 	};
 }
 
