@@ -32,6 +32,7 @@ static const char help[] =
     "  pause     freeze every process of a sandbox\n"
     "  resume    thaw a paused sandbox\n"
     "  timeout   set when a sandbox expires, counted from now\n"
+    "  network   print a sandbox's network use and what its network refused\n"
     "  rm        remove sandboxes: their processes are killed, their files gone\n"
     "  commit    make a sandbox of an image into a new image of the store\n"
     "\n"
@@ -168,22 +169,22 @@ static const char ls_help[] =
     "options:\n"
     "  -a, --all       ended sandboxes too\n"
     "  --json          print a JSON array of the sandboxes as agentboxd shows\n"
-    "                  them, instead of the table\n" CLIENT_HELP_SOCKET "\n"
+    "                  them, instead of the table\n"
+    "  -q, --quiet     print only their ids, one a line\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 listed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr).\n";
 
 enum { OPT_JSON = CLI_OPT_VERB };
 
 static const struct option ls_options[] = {
-    {"all", no_argument, NULL, 'a'},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},
-    {0},
+    {"all", no_argument, NULL, 'a'},   {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, 'q'}, {"socket", required_argument, NULL, CLI_OPT_SOCKET},
+    {"help", no_argument, NULL, 'h'},  {0},
 };
 
 struct lister {
 	int64_t now;
+	bool quiet;  /* -q: ids only */
 	json_t *all; /* --json: every sandbox, page after page; else NULL */
 };
 
@@ -233,11 +234,20 @@ static int ls_page(json_t *sandboxes, int page, void *data, struct error *err)
 			return error_set_errno(err, ENOMEM, "collecting the list");
 		return 0;
 	}
+	size_t i;
+	json_t *sb;
+	if (l->quiet) {
+		json_array_foreach(sandboxes, i, sb)
+		{
+			const char *id = json_string_value(json_object_get(sb, "id"));
+			if (id && cli_print_text(id) < 0)
+				return error_set(err, EIO, "cannot write the output");
+		}
+		return 0;
+	}
 	if (page == 0)
 		printf("%-30s  %-*s  %-9s  %s\n", "ID", LS_STATUS_WIDTH, "STATUS", "CREATED",
 		       "EXPIRES");
-	size_t i;
-	json_t *sb;
 	json_array_foreach(sandboxes, i, sb)
 	{
 		print_sandbox(sb, l->now);
@@ -248,11 +258,11 @@ static int ls_page(json_t *sandboxes, int page, void *data, struct error *err)
 static int sandbox_ls(int argc, char **argv)
 {
 	const char *socket_path = NULL;
-	bool all = false, as_json = false;
+	bool all = false, as_json = false, quiet = false;
 	int opt;
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":ah", ls_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":aqh", ls_options, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			fputs(ls_help, stdout);
@@ -262,6 +272,9 @@ static int sandbox_ls(int argc, char **argv)
 			break;
 		case OPT_JSON:
 			as_json = true;
+			break;
+		case 'q':
+			quiet = true;
 			break;
 		case CLI_OPT_SOCKET:
 			socket_path = optarg;
@@ -274,12 +287,15 @@ static int sandbox_ls(int argc, char **argv)
 		return cli_fail("sandbox ls: unexpected argument '%s' (see agentbox sandbox ls "
 				"--help)",
 				argv[optind]);
+	if (quiet && as_json)
+		return cli_fail("sandbox ls: -q and --json exclude each other");
 
 	struct error err = {0};
 	struct client c;
 	if (client_init(&c, socket_path, &err) < 0)
 		return cli_fail("sandbox ls: %s", err.msg);
-	struct lister l = {.now = wall_clock_ms(), .all = as_json ? json_array() : NULL};
+	struct lister l = {
+	    .now = wall_clock_ms(), .quiet = quiet, .all = as_json ? json_array() : NULL};
 	const char *target = all ? "/v1/sandboxes?status=running,paused,ended"
 				 : "/v1/sandboxes?status=running,paused";
 	int rc = 0;
@@ -305,7 +321,8 @@ static const char inspect_help[] =
     "created_at, expires_at, ended_at, end_reason, end_detail, limits and\n"
     "metadata, indented.\n"
     "\n"
-    "options:\n" CLIENT_HELP_SOCKET "\n"
+    "options:\n"
+    "  --json          the same: the output is JSON\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 printed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (not_found)).\n";
 
@@ -337,7 +354,10 @@ static int one_call(const char *verb, const char *help_text, const char *method,
 		    const char *print, int argc, char **argv)
 {
 	const char *socket_path, *id;
-	int rc = cli_parse_id_only(verb, "sandbox", help_text, argc, argv, &socket_path, &id);
+	/* a subcommand that prints JSON takes --json too, which changes nothing */
+	int rc = print
+		     ? cli_parse_id_only(verb, "sandbox", help_text, argc, argv, &socket_path, &id)
+		     : cli_parse_id_json(verb, "sandbox", help_text, argc, argv, &socket_path, &id);
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};
@@ -349,6 +369,23 @@ static int one_call(const char *verb, const char *help_text, const char *method,
 	if (client_print_json(stdout, sandbox) < 0 || fflush(stdout) == EOF)
 		return cli_fail("%s: cannot write the output", verb);
 	return 0;
+}
+
+static const char network_help[] =
+    "usage: agentbox sandbox network [OPTIONS] ID\n"
+    "\n"
+    "Print the network of sandbox ID as JSON, indented: its mode, the bytes it\n"
+    "received and sent (bytes_in, bytes_out) and what its network refused\n"
+    "(denied, the newest 1000 of denied_total), as docs/api.md describes.\n"
+    "\n"
+    "options:\n"
+    "  --json          the same: the output is JSON\n" CLIENT_HELP_SOCKET "\n"
+    "exit status: 0 printed; 125 agentbox or agentboxd failed (one line on\n"
+    "stderr).\n";
+
+static int sandbox_network(int argc, char **argv)
+{
+	return one_call("sandbox network", network_help, "GET", "/network", NULL, argc, argv);
 }
 
 static int sandbox_inspect(int argc, char **argv)
@@ -568,6 +605,7 @@ static const struct verb subverbs[] = {
     {"inspect", NULL, sandbox_inspect}, {"pause", NULL, sandbox_pause},
     {"resume", NULL, sandbox_resume},	{"timeout", NULL, sandbox_timeout},
     {"rm", NULL, sandbox_rm},		{"commit", NULL, sandbox_commit},
+    {"network", NULL, sandbox_network},
 };
 
 int verb_sandbox(int argc, char **argv)
