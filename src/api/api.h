@@ -200,6 +200,7 @@ struct api_stream {
 	enum api_route_id route; /* API_ROUTE_TASK_LOGS or API_ROUTE_TASK_EVENTS */
 	char id[TASK_ID_SIZE];	 /* the task, known to exist */
 	int64_t after_seq;	 /* events: after= or Last-Event-ID, the later; default 0 */
+	uint64_t offset;	 /* logs: the bytes of the stream to skip (offset=); 0 */
 };
 
 /*

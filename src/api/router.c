@@ -120,6 +120,7 @@ static const char *const params_list[] = {"status", "limit", "after", "tenant", 
 static const char *const params_keys[] = {"tenant", NULL};
 static const char *const params_events[] = {"after", "limit", NULL};
 static const char *const params_logs[] = {"follow", NULL};
+static const char *const params_task_logs[] = {"follow", "offset", NULL};
 static const char *const params_files_get[] = {"path", "list", NULL};
 static const char *const params_files[] = {"path", NULL};
 static const char *const params_import[] = {"name", NULL};
@@ -127,7 +128,7 @@ static const char *const params_audit[] = {"tenant", "since", "until", "route",
 					   "limit",  "after", NULL};
 const char *const *const api_route_params[API_ROUTE_COUNT] = {
     [API_ROUTE_TASKS_LIST] = params_list,      [API_ROUTE_TASK_EVENTS] = params_events,
-    [API_ROUTE_TASK_LOGS] = params_logs,       [API_ROUTE_SANDBOXES_LIST] = params_list,
+    [API_ROUTE_TASK_LOGS] = params_task_logs,  [API_ROUTE_SANDBOXES_LIST] = params_list,
     [API_ROUTE_PROCESS_OUTPUT] = params_logs,  [API_ROUTE_FILES_GET] = params_files_get,
     [API_ROUTE_FILES_PUT] = params_files,      [API_ROUTE_FILES_DELETE] = params_files,
     [API_ROUTE_KEYS_LIST] = params_keys,       [API_ROUTE_AUDIT] = params_audit,
@@ -403,11 +404,13 @@ int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_respo
  */
 static int task_stream(struct api_call *c)
 {
-	int64_t after = 0;
+	int64_t after = 0, offset = 0;
 	enum api_route_id route = c->match->route->id;
 	int r = 0;
 	if (route == API_ROUTE_TASK_EVENTS)
 		r = api_query_int(c->query, "after", 0, INT64_MAX, 0, &after, c->err);
+	else
+		r = api_query_int(c->query, "offset", 0, INT64_MAX, 0, &offset, c->err);
 	if (r < 0)
 		return r;
 	/* a reconnecting SSE client sends the URL it had and the last id it saw */
@@ -431,6 +434,7 @@ static int task_stream(struct api_call *c)
 	    API_RESPONSE_TASK_STREAM);
 	res->task.route = route;
 	res->task.after_seq = after;
+	res->task.offset = (uint64_t)offset;
 	memcpy(res->task.id, c->id, TASK_ID_SIZE);
 	return 0;
 }

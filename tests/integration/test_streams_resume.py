@@ -153,3 +153,117 @@ def test_events_stream_resumes_across_a_daemon_restart(daemon):
     every = [e["seq"] for e in daemon.events(tid)]
     assert seqs(got) == every  # nothing lost, nothing twice
     assert [d["data"]["n"] for _, ev, d in got if ev == "progress"] == list(range(1, n + 1))
+
+
+# ---- agentbox wait and agentbox logs -f across a restart --------------------------
+
+
+def cli_env(daemon):
+    env = dict(os.environ)
+    for k in ("AGENTBOX_URL", "AGENTBOX_KEY", "AGENTBOX_TOKEN"):
+        env.pop(k, None)
+    env["AGENTBOX_HOST"] = daemon.socket
+    return env
+
+
+class Reader:
+    """What a child writes to fd, gathered as it comes; wait_for polls with a deadline."""
+
+    def __init__(self, fd):
+        self.fd, self.data, self.eof = fd, b"", False
+
+    def pump(self, timeout):
+        if self.eof:
+            return
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if ready:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # EIO: a pty whose other side is gone
+                chunk = b""
+            self.data += chunk
+            self.eof = not chunk
+
+    def wait_for(self, what, check, others=(), timeout=DEADLINE_S):
+        deadline = time.monotonic() + timeout
+        while not check(self.data):
+            assert time.monotonic() < deadline, f"no {what} within {timeout} s: {self.data!r}"
+            assert not self.eof, f"ended before {what}: {self.data!r}"
+            self.pump(0.05)
+            for o in others:
+                o.pump(0)
+
+    def drain(self, proc, others=()):
+        deadline = time.monotonic() + DEADLINE_S
+        while not self.eof or any(not o.eof for o in others):
+            assert time.monotonic() < deadline, "the output did not end"
+            self.pump(0.05)
+            for o in others:
+                o.pump(0)
+        return proc.wait(timeout=DEADLINE_S)
+
+
+def test_wait_says_reconnecting_and_its_progress_never_goes_back(daemon):
+    tid = daemon.submit(**progress_task(5, delay="0", then="exec sleep 300"))
+    wait_for("all progress", lambda: daemon.task(tid).get("progress") == {"n": 5})
+    # wait on a terminal: the live line is drawn
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([AGENTBOX, "wait", tid], stdout=slave, stderr=subprocess.PIPE,
+                            env=cli_env(daemon))
+    os.close(slave)
+    out, err = Reader(master), Reader(proc.stderr.fileno())
+    try:
+        out.wait_for("n=5 on the line", lambda d: b"n=5" in d, [err])
+        daemon.kill()  # the daemon this test started, by its pid
+        err.wait_for("reconnecting", lambda d: "reconnecting\u2026".encode() in d, [out])
+        daemon.start()
+        err.wait_for("reconnected", lambda d: b"reconnected" in d, [out])
+        st, body = daemon.request("POST", f"/v1/tasks/{tid}/cancel")
+        assert st == 200, body
+        assert out.drain(proc, [err]) == 130  # cancelled
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    shown = [int(n) for n in re.findall(rb"n=(\d+)", out.data)]
+    assert shown and shown == sorted(shown), shown  # never backwards
+    assert shown[-1] == 5
+    assert err.data.decode().splitlines() == [
+        "agentbox: wait: agentboxd is not answering; reconnecting\u2026",
+        "agentbox: wait: reconnected",
+    ]
+
+
+def test_logs_follow_resumes_at_its_byte_offset(daemon):
+    n = 300
+    script = (f"for i in $(seq 1 {n}); do echo \"line $i\"; "
+              "[ $i = 50 ] && echo '{\"half\": 1}' >> \"$AGENTBOX_PROGRESS\"; sleep 0.01; done")
+    tid = daemon.submit(command=["sh", "-c", script])
+    proc = subprocess.Popen([AGENTBOX, "logs", "-f", tid], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=cli_env(daemon))
+    out, err = Reader(proc.stdout.fileno()), Reader(proc.stderr.fileno())
+    try:
+        out.wait_for("line 3", lambda d: b"line 3\n" in d, [err])
+        daemon.kill()
+        err.wait_for("reconnecting", lambda d: "reconnecting\u2026".encode() in d, [out])
+        daemon.start()
+        assert out.drain(proc, [err]) == 0, err.data
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wait_final(daemon, tid)
+    st, whole = daemon.request("GET", f"/v1/tasks/{tid}/logs", raw=True)[:2]
+    assert st == 200
+    assert out.data == whole == b"".join(b"line %d\n" % i for i in range(1, n + 1))
+    assert b"reconnected" in err.data
+
+
+def test_logs_offset_skips_what_the_client_has(daemon):
+    tid = daemon.submit(command=["sh", "-c", "echo hello; echo world"])
+    wait_final(daemon, tid)
+    st, body = daemon.request("GET", f"/v1/tasks/{tid}/logs?follow=1&offset=6", raw=True)[:2]
+    assert (st, body) == (200, b"world\n")
+    st, body = daemon.request("GET", f"/v1/tasks/{tid}/logs?follow=1&offset=1000", raw=True)[:2]
+    assert (st, body) == (200, b"")
+    st, body = daemon.request("GET", f"/v1/tasks/{tid}/logs?offset=6")
+    assert st == 400 and body["error"]["field"] == "offset"
