@@ -10,6 +10,7 @@
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
 #include "cli/cli.h"
+#include "cli/cp.h"
 #include "cli/options.h"
 #include "client/client.h"
 
@@ -220,23 +221,7 @@ static int remove_one(struct client *c, const char *id, const char *path, struct
 
 static int mkdir_one(struct client *c, const char *id, const char *path, struct error *err)
 {
-	char probe[FILES_PATH_MAX + 64];
-	size_t n = strlen(path);
-	while (n > 1 && path[n - 1] == '/')
-		n--;
-	snprintf(probe, sizeof(probe), "%.*s/.agentbox-mkdir-%ld-%lld", (int)n, path,
-		 (long)getpid(), (long long)wall_clock_ms());
-	_cleanup_free_ char *target = NULL;
-	int r = client_sandbox_file_target(id, probe, &target, err);
-	if (r < 0)
-		return r;
-	struct client_request req = {.method = "PUT",
-				     .target = target,
-				     .body = "",
-				     .content_type = "application/octet-stream"};
-	if ((r = client_request(c, &req, NULL, err)) < 0)
-		return r;
-	return client_call(c, "DELETE", target, NULL, NULL, err);
+	return cp_sandbox_mkdir(c, id, path, err);
 }
 
 static int each_path(const char *verb, const char *help_text, int argc, char **argv,

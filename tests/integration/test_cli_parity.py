@@ -358,3 +358,58 @@ def test_every_verb_has_help():
                            timeout=30)
         assert p.returncode == 0, f"agentbox {verb} --help: {p.stderr}"
         assert p.stdout.startswith("usage: agentbox "), verb
+
+
+# ---- cp -r ---------------------------------------------------------------------------
+
+
+def tree(root):
+    """{relative path: bytes, or None for a directory} of a local tree (no symlinks)."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        if rel != ".":
+            out[rel] = None
+        for f in files:
+            p = os.path.join(d, f)
+            if not os.path.islink(p):
+                out[os.path.normpath(os.path.join(rel, f))] = open(p, "rb").read()
+    return out
+
+
+def test_cp_recursive_both_ways(daemon, sbx, tmp_path):
+    src = tmp_path / "proj"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "empty").mkdir()
+    (src / "top.txt").write_text("top\n")
+    (src / "a" / "bin").write_bytes(bytes(range(256)) * 100)
+    (src / "a" / "b" / "deep.txt").write_text("deep\n")
+    (src / "a" / "zero").write_bytes(b"")
+    os.symlink("/etc/passwd", src / "link")
+    want = tree(src)
+
+    p = cli(daemon, "cp", "-r", str(src), f"{sbx}:/workspace/copy")
+    assert p.returncode == 0, p.stderr
+    assert "link: left out" in p.stderr  # a symlink is not followed
+    p = cli(daemon, "files", "ls", "-q", sbx, "/workspace/copy")
+    assert p.stdout.split() == ["a", "empty", "top.txt"]
+    # a PATH ending in / gets LOCAL's name
+    p = cli(daemon, "cp", "--recursive", str(src), f"{sbx}:/tmp/")
+    assert p.returncode == 0, p.stderr
+    assert cli(daemon, "files", "ls", "-q", sbx, "/tmp/proj").stdout.split() == \
+        ["a", "empty", "top.txt"]
+
+    back = tmp_path / "back"
+    p = cli(daemon, "cp", "-r", f"{sbx}:/workspace/copy", str(back))
+    assert p.returncode == 0, p.stderr
+    assert tree(back) == want  # byte for byte, empty directories too
+    # an existing directory gets PATH's name inside it
+    p = cli(daemon, "cp", "-r", f"{sbx}:/tmp/proj", str(back))
+    assert p.returncode == 0, p.stderr
+    assert tree(back / "proj") == want
+
+    # without -r a directory is refused, with -r a file is
+    p = cli(daemon, "cp", str(src), f"{sbx}:/workspace/x")
+    assert p.returncode == 125 and "cp -r" in p.stderr
+    p = cli(daemon, "cp", "-r", str(src / "top.txt"), f"{sbx}:/workspace/x")
+    assert p.returncode == 125 and "not a directory" in p.stderr

@@ -758,7 +758,7 @@ def test_cp_refused(fake, tmp_path):
     ([f"{S1}:/a", f"{S2}:/b"], "one of the two must be ID:PATH and the other local"),
     (["LOCAL", f"{S1}:rel"], f"{S1}:rel: the sandbox path must be absolute"),
     (["/nonexistent-agentbox", f"{S1}:/a"], "/nonexistent-agentbox: No such file or directory"),
-    (["/tmp", f"{S1}:/a"], "/tmp is a directory: cp copies one file"),
+    (["/tmp", f"{S1}:/a"], "/tmp is a directory: cp -r copies one"),
     (["/dev/null", f"{S1}:/a"], "/dev/null is not a regular file"),
     (["--bogus", "a", "b"], "unknown option '--bogus'"),
 ])
