@@ -30,6 +30,8 @@ int verb_cancel(int argc, char **argv);
 int verb_ps(int argc, char **argv);
 /* Interactive sandboxes: `sandbox` has subcommands (create, ls, ...). */
 int verb_sandbox(int argc, char **argv);
+/* sandbox commit (verb-sandbox-commit.c); argv[0] is "commit". */
+int cli_sandbox_commit(int argc, char **argv);
 int verb_exec(int argc, char **argv);
 int verb_cp(int argc, char **argv);
 /* A sandbox's processes (verb-proc.c) and files beyond cp (verb-files.c). */
