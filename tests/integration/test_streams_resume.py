@@ -236,8 +236,9 @@ def test_wait_says_reconnecting_and_its_progress_never_goes_back(daemon):
 
 def test_logs_follow_resumes_at_its_byte_offset(daemon):
     n = 300
-    script = (f"for i in $(seq 1 {n}); do echo \"line $i\"; "
-              "[ $i = 50 ] && echo '{\"half\": 1}' >> \"$AGENTBOX_PROGRESS\"; sleep 0.01; done")
+    # it writes on while agentboxd is away, and ends only when cancelled: no race
+    script = (f"for i in $(seq 1 {n}); do echo \"line $i\"; sleep 0.01; done; "
+              "exec sleep 300")
     tid = daemon.submit(command=["sh", "-c", script])
     proc = subprocess.Popen([AGENTBOX, "logs", "-f", tid], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=cli_env(daemon))
@@ -247,6 +248,9 @@ def test_logs_follow_resumes_at_its_byte_offset(daemon):
         daemon.kill()
         err.wait_for("reconnecting", lambda d: "reconnecting\u2026".encode() in d, [out])
         daemon.start()
+        out.wait_for(f"line {n}", lambda d: b"line %d\n" % n in d, [err])
+        st, body = daemon.request("POST", f"/v1/tasks/{tid}/cancel")
+        assert st == 200, body
         assert out.drain(proc, [err]) == 0, err.data
     finally:
         if proc.poll() is None:
