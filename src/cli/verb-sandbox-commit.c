@@ -11,7 +11,6 @@
 #include <getopt.h>
 #include <stdio.h>
 
-
 /* How long a commit may take: agentboxd reads the sandbox's writes and unpacks the image. */
 #define COMMIT_ANSWER_TIMEOUT_MS (60 * 60 * 1000)
 
