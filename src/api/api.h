@@ -106,6 +106,8 @@ struct api_request {
 	const char *connection; /* Connection */
 	const char *ws_key;	/* Sec-WebSocket-Key */
 	const char *ws_version; /* Sec-WebSocket-Version */
+	/* the Last-Event-ID header (a reconnecting event stream's last seq), or NULL */
+	const char *last_event_id;
 };
 
 /* The routes, in the order of the route table (api_routes()). */
@@ -209,7 +211,8 @@ void api_pieces_free(struct api_pieces *ps);
 struct api_stream {
 	enum api_route_id route; /* API_ROUTE_TASK_LOGS or API_ROUTE_TASK_EVENTS */
 	char id[TASK_ID_SIZE];	 /* the task, known to exist */
-	int64_t after_seq;	 /* events: the after= parameter, default 0 */
+	int64_t after_seq;	 /* events: after= or Last-Event-ID, the later; default 0 */
+	uint64_t offset;	 /* logs: the bytes of the stream to skip (offset=); 0 */
 };
 
 /*

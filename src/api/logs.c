@@ -132,6 +132,9 @@ int api_task_logs(struct api_call *c)
 	    strcmp(follow, "true") != 0 && strcmp(follow, "false") != 0)
 		return api_error_set(c->err, API_ERR_INVALID_FIELD, "follow",
 				     "follow must be 0, 1, true or false");
+	if (api_query_get(c->query, "offset"))
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "offset",
+				     "offset is for follow=1 only");
 	struct task t = {0};
 	struct error se = {0};
 	int r = store_task_get(c->ctx->store, c->id, &t, &se);

@@ -9,6 +9,7 @@
  * query parameters (400), then the handler.
  */
 #include "base/fileio.h"
+#include "base/parse.h"
 #include "api/api-internal.h"
 
 #include "auth/key.h"
@@ -125,6 +126,7 @@ static const char *const params_list[] = {"status", "limit", "after", "tenant", 
 static const char *const params_keys[] = {"tenant", NULL};
 static const char *const params_events[] = {"after", "limit", NULL};
 static const char *const params_logs[] = {"follow", NULL};
+static const char *const params_task_logs[] = {"follow", "offset", NULL};
 static const char *const params_files_get[] = {"path", "list", NULL};
 static const char *const params_files[] = {"path", NULL};
 static const char *const params_import[] = {"name", NULL};
@@ -132,7 +134,7 @@ static const char *const params_audit[] = {"tenant", "since", "until", "route",
 					   "limit",  "after", NULL};
 const char *const *const api_route_params[API_ROUTE_COUNT] = {
     [API_ROUTE_TASKS_LIST] = params_list,      [API_ROUTE_TASK_EVENTS] = params_events,
-    [API_ROUTE_TASK_LOGS] = params_logs,       [API_ROUTE_SANDBOXES_LIST] = params_list,
+    [API_ROUTE_TASK_LOGS] = params_task_logs,  [API_ROUTE_SANDBOXES_LIST] = params_list,
     [API_ROUTE_PROCESS_OUTPUT] = params_logs,  [API_ROUTE_FILES_GET] = params_files_get,
     [API_ROUTE_FILES_PUT] = params_files,      [API_ROUTE_FILES_DELETE] = params_files,
     [API_ROUTE_KEYS_LIST] = params_keys,       [API_ROUTE_AUDIT] = params_audit,
@@ -416,13 +418,25 @@ int api_run(struct api_ctx *ctx, const struct api_request *req, struct api_respo
  */
 static int task_stream(struct api_call *c)
 {
-	int64_t after = 0;
+	int64_t after = 0, offset = 0;
 	enum api_route_id route = c->match->route->id;
 	int r = 0;
 	if (route == API_ROUTE_TASK_EVENTS)
 		r = api_query_int(c->query, "after", 0, INT64_MAX, 0, &after, c->err);
+	else
+		r = api_query_int(c->query, "offset", 0, INT64_MAX, 0, &offset, c->err);
 	if (r < 0)
 		return r;
+	/* a reconnecting SSE client sends the URL it had and the last id it saw */
+	const char *last = c->req->last_event_id;
+	if (route == API_ROUTE_TASK_EVENTS && last) {
+		uint64_t seq;
+		if (parse_u64(last, &seq) < 0 || seq > INT64_MAX)
+			return api_error_set(c->err, API_ERR_INVALID_FIELD, "Last-Event-ID",
+					     "must be the seq of an event (a whole number)");
+		if ((int64_t)seq > after)
+			after = (int64_t)seq;
+	}
 	struct task t = {0};
 	struct error se = {0};
 	r = store_task_get(c->ctx->store, c->id, &t, &se);
@@ -434,6 +448,7 @@ static int task_stream(struct api_call *c)
 	    API_RESPONSE_TASK_STREAM);
 	res->task.route = route;
 	res->task.after_seq = after;
+	res->task.offset = (uint64_t)offset;
 	memcpy(res->task.id, c->id, TASK_ID_SIZE);
 	return 0;
 }

@@ -31,9 +31,14 @@ int verb_rm(int argc, char **argv);
 int verb_ps(int argc, char **argv);
 /* Interactive sandboxes: `sandbox` has subcommands (create, ls, ...). */
 int verb_sandbox(int argc, char **argv);
+/* sandbox commit (verb-sandbox-commit.c); argv[0] is "commit". */
+int cli_sandbox_commit(int argc, char **argv);
 int verb_exec(int argc, char **argv);
 int verb_cp(int argc, char **argv);
 int verb_artifacts(int argc, char **argv);
+/* A sandbox's processes (verb-proc.c) and files beyond cp (verb-files.c). */
+int verb_proc(int argc, char **argv);
+int verb_files(int argc, char **argv);
 /* Tenants and API keys (admin; verb-tenant.c, verb-key.c), and who we are to agentboxd. */
 int verb_tenant(int argc, char **argv);
 int verb_key(int argc, char **argv);
@@ -77,6 +82,13 @@ int cli_parse_socket_only(const char *verb, const char *help, int argc, char **a
  * with *ret_id set too, to go on.
  */
 int cli_parse_id_only(const char *verb, const char *what, const char *help, int argc, char **argv,
+		      const char **ret_socket, const char **ret_id);
+
+/*
+ * As cli_parse_id_only(), for a verb whose output is JSON already
+ * (status, sandbox inspect): --json is taken too, and changes nothing.
+ */
+int cli_parse_id_json(const char *verb, const char *what, const char *help, int argc, char **argv,
 		      const char **ret_socket, const char **ret_id);
 
 /*

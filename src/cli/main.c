@@ -43,6 +43,8 @@ static const struct verb verbs[] = {
     {"sandbox", "create, list, pause, resume, remove interactive sandboxes", verb_sandbox},
     {"exec", "run a command in an interactive sandbox", verb_exec},
     {"cp", "copy a file into or out of an interactive sandbox", verb_cp},
+    {"proc", "list a sandbox's processes, print their output, signal them", verb_proc},
+    {"files", "list, remove, make files and directories of a sandbox", verb_files},
     {"tenant", "create, list, show, remove tenants (admin)", verb_tenant},
     {"key", "create, list, revoke API keys (admin)", verb_key},
     {"whoami", "show the tenant and role agentboxd takes us for", verb_whoami},
@@ -87,12 +89,14 @@ int cli_option_error(const char *verb, int opt, char **argv)
 			verb);
 }
 
-int cli_parse_socket_only(const char *verb, const char *help, int argc, char **argv,
-			  const char **ret_socket)
+/* --socket and --help, and --json (which changes nothing) when json_ok. */
+static int parse_socket(const char *verb, const char *help, bool json_ok, int argc, char **argv,
+			const char **ret_socket)
 {
 	static const struct option options[] = {
 	    {"socket", required_argument, NULL, 's'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"json", no_argument, NULL, 'j'},
 	    {0},
 	};
 	const char *socket_path = NULL;
@@ -104,24 +108,44 @@ int cli_parse_socket_only(const char *verb, const char *help, int argc, char **a
 			fputs(help, stdout);
 			return 0;
 		}
+		if (opt == 'j' && json_ok)
+			continue;
 		if (opt != 's')
-			return cli_option_error(verb, opt, argv);
+			return cli_option_error(verb, opt == 'j' ? '?' : opt, argv);
 		socket_path = optarg;
 	}
 	*ret_socket = socket_path;
 	return -1;
 }
 
-int cli_parse_id_only(const char *verb, const char *what, const char *help, int argc, char **argv,
-		      const char **ret_socket, const char **ret_id)
+int cli_parse_socket_only(const char *verb, const char *help, int argc, char **argv,
+			  const char **ret_socket)
 {
-	int rc = cli_parse_socket_only(verb, help, argc, argv, ret_socket);
+	return parse_socket(verb, help, false, argc, argv, ret_socket);
+}
+
+static int parse_id(const char *verb, const char *what, const char *help, bool json_ok, int argc,
+		    char **argv, const char **ret_socket, const char **ret_id)
+{
+	int rc = parse_socket(verb, help, json_ok, argc, argv, ret_socket);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 1)
 		return cli_fail("%s: give one %s ID (see agentbox %s --help)", verb, what, verb);
 	*ret_id = argv[optind];
 	return -1;
+}
+
+int cli_parse_id_only(const char *verb, const char *what, const char *help, int argc, char **argv,
+		      const char **ret_socket, const char **ret_id)
+{
+	return parse_id(verb, what, help, false, argc, argv, ret_socket, ret_id);
+}
+
+int cli_parse_id_json(const char *verb, const char *what, const char *help, int argc, char **argv,
+		      const char **ret_socket, const char **ret_id)
+{
+	return parse_id(verb, what, help, true, argc, argv, ret_socket, ret_id);
 }
 
 int cli_is_help(const char *arg)

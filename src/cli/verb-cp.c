@@ -10,10 +10,12 @@
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
 #include "cli/cli.h"
+#include "cli/cp.h"
 #include "client/client.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -33,7 +35,8 @@ static const char help[] =
     "usage: agentbox cp [OPTIONS] LOCAL ID:PATH\n"
     "       agentbox cp [OPTIONS] ID:PATH LOCAL\n"
     "\n"
-    "Copy one file into interactive sandbox ID, or out of it, byte for byte.\n"
+    "Copy one file into interactive sandbox ID, or out of it, byte for byte;\n"
+    "with -r a directory, file by file.\n"
     "PATH is absolute and resolved by the sandbox itself (its symlinks lead\n"
     "only into it); only regular files are copied, at most 64 MiB.\n"
     "\n"
@@ -51,17 +54,20 @@ static const char help[] =
     "id (letters, digits, _ and -); write a local file with a colon in its\n"
     "name as ./NAME.\n"
     "\n"
-    "options:\n" CLIENT_HELP_SOCKET "\n"
+    "With -r, directory LOCAL becomes directory PATH of the sandbox (a PATH\n"
+    "ending in / gets LOCAL's name inside it), or directory PATH becomes\n"
+    "LOCAL (an existing directory LOCAL gets PATH's name inside it): its\n"
+    "regular files and directories, at most 100000 entries, 64 deep; a\n"
+    "symlink or anything else is left out with a line on stderr. The first\n"
+    "failure stops the copy, leaving what was copied.\n"
+    "\n"
+    "options:\n"
+    "  -r, --recursive copy a directory and everything in it\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 copied; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (file_not_found)).\n";
 
-struct remote {
-	char id[CLIENT_ID_MAX + 1];
-	const char *path;
-};
-
 /* Is arg ID:PATH? Then split it (PATH is checked by the caller). */
-static bool is_remote(const char *arg, struct remote *ret)
+static bool is_remote(const char *arg, struct cp_remote *ret)
 {
 	const char *colon = strchr(arg, ':');
 	if (!colon || colon == arg || (size_t)(colon - arg) > CLIENT_ID_MAX)
@@ -111,7 +117,7 @@ static ssize_t read_piece(void *data, char *buf, size_t size, struct error *err)
 	return n;
 }
 
-static int copy_in(struct client *c, const char *local, const struct remote *rem)
+int cp_file_in(struct client *c, const char *local, const struct cp_remote *rem)
 {
 	struct error err = {0};
 	_cleanup_free_ char *dest = NULL, *target = NULL, *data = NULL;
@@ -158,7 +164,7 @@ static int copy_in(struct client *c, const char *local, const struct remote *rem
 		if (fstat(fd, &st) < 0)
 			return cli_fail("cp: %s: %s", local, strerror(errno));
 		if (S_ISDIR(st.st_mode))
-			return cli_fail("cp: %s is a directory: cp copies one file", local);
+			return cli_fail("cp: %s is a directory: cp -r copies one", local);
 		if (!S_ISREG(st.st_mode))
 			return cli_fail("cp: %s is not a regular file", local);
 		if ((uint64_t)st.st_size > CP_FILE_MAX)
@@ -228,7 +234,7 @@ static int write_piece(const struct http_response *res, const char *buf, size_t 
 }
 
 /* Where LOCAL says to write: itself, or PATH's name inside the directory it is. */
-static int destination(const char *local, const struct remote *rem, char **ret)
+static int destination(const char *local, const struct cp_remote *rem, char **ret)
 {
 	struct stat st;
 	size_t n = strlen(local);
@@ -246,7 +252,7 @@ static int destination(const char *local, const struct remote *rem, char **ret)
 	return 0;
 }
 
-static int copy_out(struct client *c, const struct remote *rem, const char *local)
+int cp_file_out(struct client *c, const struct cp_remote *rem, const char *local)
 {
 	struct error err = {0};
 	_cleanup_free_ char *target = NULL, *dest = NULL;
@@ -315,21 +321,44 @@ static int copy_out(struct client *c, const struct remote *rem, const char *loca
 	return rc;
 }
 
+static const struct option options[] = {
+    {"recursive", no_argument, NULL, 'r'},
+    {"socket", required_argument, NULL, 's'},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
 int verb_cp(int argc, char **argv)
 {
-	const char *socket_path;
-	int rc = cli_parse_socket_only("cp", help, argc, argv, &socket_path);
-	if (rc >= 0)
-		return rc;
+	const char *socket_path = NULL;
+	bool recursive = false;
+	int opt, rc;
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":rh", options, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			fputs(help, stdout);
+			return 0;
+		case 'r':
+			recursive = true;
+			break;
+		case 's':
+			socket_path = optarg;
+			break;
+		default:
+			return cli_option_error("cp", opt, argv);
+		}
+	}
 	if (argc - optind != 2)
 		return cli_fail("cp: give a source and a destination (see agentbox cp --help)");
 	const char *src = argv[optind], *dst = argv[optind + 1];
-	struct remote rs, rd;
+	struct cp_remote rs, rd;
 	bool src_remote = is_remote(src, &rs), dst_remote = is_remote(dst, &rd);
 	if (src_remote == dst_remote)
 		return cli_fail("cp: one of the two must be ID:PATH and the other local (see "
 				"agentbox cp --help)");
-	const struct remote *rem = src_remote ? &rs : &rd;
+	const struct cp_remote *rem = src_remote ? &rs : &rd;
 	const char *local = src_remote ? dst : src;
 	if (rem->path[0] != '/')
 		return cli_fail("cp: %s:%s: the sandbox path must be absolute", rem->id, rem->path);
@@ -340,7 +369,12 @@ int verb_cp(int argc, char **argv)
 	struct client c;
 	if (client_init(&c, socket_path, &err) < 0)
 		return cli_fail("cp: %s", err.msg);
-	rc = src_remote ? copy_out(&c, rem, local) : copy_in(&c, local, rem);
+	if (recursive && strcmp(local, "-") == 0)
+		rc = cli_fail("cp: -r copies a directory: - is a stream");
+	else if (recursive)
+		rc = src_remote ? cp_tree_out(&c, rem, local) : cp_tree_in(&c, local, rem);
+	else
+		rc = src_remote ? cp_file_out(&c, rem, local) : cp_file_in(&c, local, rem);
 	client_release(&c);
 	return rc;
 }

@@ -29,15 +29,20 @@ static const char help[] =
     "  --status LIST   only tasks in these statuses, comma-separated: queued,\n"
     "                  running, succeeded, failed, oom_killed, timed_out,\n"
     "                  cancelled, lost\n"
-    "  -a, --all       tasks in every status\n" CLIENT_HELP_SOCKET "\n"
+    "  -a, --all       tasks in every status\n"
+    "  --json          print a JSON array of the tasks as agentboxd shows them,\n"
+    "                  instead of the table\n"
+    "  -q, --quiet     print only their ids, one a line\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 listed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr).\n";
 
-enum { OPT_STATUS = 256, OPT_SOCKET };
+enum { OPT_STATUS = 256, OPT_SOCKET, OPT_JSON };
 
 static const struct option options[] = {
     {"status", required_argument, NULL, OPT_STATUS},
     {"all", no_argument, NULL, 'a'},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, 'q'},
     {"socket", required_argument, NULL, OPT_SOCKET},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -87,19 +92,38 @@ static void print_row(const json_t *task, int64_t now)
 	       progress[0] ? progress : "-", command);
 }
 
+struct lister {
+	int64_t now;
+	bool quiet;  /* -q: ids only */
+	json_t *all; /* --json: every task, page after page; else NULL */
+};
+
 /* The header once the first page is there, then a line per task. */
 static int print_page(json_t *tasks, int page, void *data, struct error *err)
 {
-	(void)err;
-	const int64_t *now = data;
+	const struct lister *l = data;
+	size_t i;
+	json_t *task;
+	if (l->all) {
+		if (json_array_extend(l->all, tasks) < 0)
+			return error_set_errno(err, ENOMEM, "collecting the list");
+		return 0;
+	}
+	if (l->quiet) {
+		json_array_foreach(tasks, i, task)
+		{
+			const char *id = json_string_value(json_object_get(task, "id"));
+			if (id && cli_print_text(id) < 0)
+				return error_set(err, EIO, "cannot write the output");
+		}
+		return 0;
+	}
 	if (page == 0)
 		printf("%-30s  %-10s  %-7s  %-4s  %-*s  %s\n", "ID", "STATUS", "ATTEMPT", "AGE",
 		       PS_PROGRESS_WIDTH, "PROGRESS", "COMMAND");
-	size_t i;
-	json_t *task;
 	json_array_foreach(tasks, i, task)
 	{
-		print_row(task, *now);
+		print_row(task, l->now);
 	}
 	return 0;
 }
@@ -107,11 +131,11 @@ static int print_page(json_t *tasks, int page, void *data, struct error *err)
 int verb_ps(int argc, char **argv)
 {
 	const char *socket_path = NULL, *statuses = NULL;
-	bool all = false;
+	bool all = false, quiet = false, as_json = false;
 	int opt;
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":ah", options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":aqh", options, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			fputs(help, stdout);
@@ -121,6 +145,12 @@ int verb_ps(int argc, char **argv)
 			break;
 		case OPT_STATUS:
 			statuses = optarg;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case OPT_JSON:
+			as_json = true;
 			break;
 		case OPT_SOCKET:
 			socket_path = optarg;
@@ -135,6 +165,8 @@ int verb_ps(int argc, char **argv)
 	struct error err = {0};
 	if (all && statuses)
 		return cli_fail("ps: --all and --status exclude each other");
+	if (quiet && as_json)
+		return cli_fail("ps: -q and --json exclude each other");
 	if (statuses && check_statuses(statuses, &err) < 0)
 		return cli_fail("ps: %s", err.msg);
 	if (!all && !statuses)
@@ -146,11 +178,17 @@ int verb_ps(int argc, char **argv)
 	struct client c;
 	if (client_init(&c, socket_path, &err) < 0)
 		return cli_fail("ps: %s", err.msg);
-	int64_t now = wall_clock_ms();
+	struct lister l = {
+	    .now = wall_clock_ms(), .quiet = quiet, .all = as_json ? json_array() : NULL};
 	int rc = 0;
-	if (client_list(&c, target, "tasks", print_page, &now, &err) < 0)
+	if (as_json && !l.all)
+		rc = cli_fail("ps: out of memory");
+	else if (client_list(&c, target, "tasks", print_page, &l, &err) < 0)
 		rc = cli_fail("ps: %s", err.msg);
+	else if (as_json && client_print_json(stdout, l.all) < 0)
+		rc = cli_fail("ps: cannot write the output");
 	client_release(&c);
+	json_decref(l.all);
 	if (fflush(stdout) == EOF)
 		return cli_fail("ps: cannot write the output");
 	return rc;

@@ -32,6 +32,7 @@ static const char help[] =
     "  pause     freeze every process of a sandbox\n"
     "  resume    thaw a paused sandbox\n"
     "  timeout   set when a sandbox expires, counted from now\n"
+    "  network   print a sandbox's network use and what its network refused\n"
     "  rm        remove sandboxes: their processes are killed, their files gone\n"
     "  commit    make a sandbox of an image into a new image of the store\n"
     "\n"
@@ -168,22 +169,22 @@ static const char ls_help[] =
     "options:\n"
     "  -a, --all       ended sandboxes too\n"
     "  --json          print a JSON array of the sandboxes as agentboxd shows\n"
-    "                  them, instead of the table\n" CLIENT_HELP_SOCKET "\n"
+    "                  them, instead of the table\n"
+    "  -q, --quiet     print only their ids, one a line\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 listed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr).\n";
 
 enum { OPT_JSON = CLI_OPT_VERB };
 
 static const struct option ls_options[] = {
-    {"all", no_argument, NULL, 'a'},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},
-    {0},
+    {"all", no_argument, NULL, 'a'},   {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, 'q'}, {"socket", required_argument, NULL, CLI_OPT_SOCKET},
+    {"help", no_argument, NULL, 'h'},  {0},
 };
 
 struct lister {
 	int64_t now;
+	bool quiet;  /* -q: ids only */
 	json_t *all; /* --json: every sandbox, page after page; else NULL */
 };
 
@@ -233,11 +234,20 @@ static int ls_page(json_t *sandboxes, int page, void *data, struct error *err)
 			return error_set_errno(err, ENOMEM, "collecting the list");
 		return 0;
 	}
+	size_t i;
+	json_t *sb;
+	if (l->quiet) {
+		json_array_foreach(sandboxes, i, sb)
+		{
+			const char *id = json_string_value(json_object_get(sb, "id"));
+			if (id && cli_print_text(id) < 0)
+				return error_set(err, EIO, "cannot write the output");
+		}
+		return 0;
+	}
 	if (page == 0)
 		printf("%-30s  %-*s  %-9s  %s\n", "ID", LS_STATUS_WIDTH, "STATUS", "CREATED",
 		       "EXPIRES");
-	size_t i;
-	json_t *sb;
 	json_array_foreach(sandboxes, i, sb)
 	{
 		print_sandbox(sb, l->now);
@@ -248,11 +258,11 @@ static int ls_page(json_t *sandboxes, int page, void *data, struct error *err)
 static int sandbox_ls(int argc, char **argv)
 {
 	const char *socket_path = NULL;
-	bool all = false, as_json = false;
+	bool all = false, as_json = false, quiet = false;
 	int opt;
 	opterr = 0;
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":ah", ls_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":aqh", ls_options, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			fputs(ls_help, stdout);
@@ -262,6 +272,9 @@ static int sandbox_ls(int argc, char **argv)
 			break;
 		case OPT_JSON:
 			as_json = true;
+			break;
+		case 'q':
+			quiet = true;
 			break;
 		case CLI_OPT_SOCKET:
 			socket_path = optarg;
@@ -274,12 +287,15 @@ static int sandbox_ls(int argc, char **argv)
 		return cli_fail("sandbox ls: unexpected argument '%s' (see agentbox sandbox ls "
 				"--help)",
 				argv[optind]);
+	if (quiet && as_json)
+		return cli_fail("sandbox ls: -q and --json exclude each other");
 
 	struct error err = {0};
 	struct client c;
 	if (client_init(&c, socket_path, &err) < 0)
 		return cli_fail("sandbox ls: %s", err.msg);
-	struct lister l = {.now = wall_clock_ms(), .all = as_json ? json_array() : NULL};
+	struct lister l = {
+	    .now = wall_clock_ms(), .quiet = quiet, .all = as_json ? json_array() : NULL};
 	const char *target = all ? "/v1/sandboxes?status=running,paused,ended"
 				 : "/v1/sandboxes?status=running,paused";
 	int rc = 0;
@@ -305,7 +321,8 @@ static const char inspect_help[] =
     "created_at, expires_at, ended_at, end_reason, end_detail, limits and\n"
     "metadata, indented.\n"
     "\n"
-    "options:\n" CLIENT_HELP_SOCKET "\n"
+    "options:\n"
+    "  --json          the same: the output is JSON\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 printed; 125 agentbox or agentboxd failed (one line on\n"
     "stderr; an error of agentboxd's ends in its code, e.g. (not_found)).\n";
 
@@ -337,7 +354,10 @@ static int one_call(const char *verb, const char *help_text, const char *method,
 		    const char *print, int argc, char **argv)
 {
 	const char *socket_path, *id;
-	int rc = cli_parse_id_only(verb, "sandbox", help_text, argc, argv, &socket_path, &id);
+	/* a subcommand that prints JSON takes --json too, which changes nothing */
+	int rc = print
+		     ? cli_parse_id_only(verb, "sandbox", help_text, argc, argv, &socket_path, &id)
+		     : cli_parse_id_json(verb, "sandbox", help_text, argc, argv, &socket_path, &id);
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};
@@ -349,6 +369,23 @@ static int one_call(const char *verb, const char *help_text, const char *method,
 	if (client_print_json(stdout, sandbox) < 0 || fflush(stdout) == EOF)
 		return cli_fail("%s: cannot write the output", verb);
 	return 0;
+}
+
+static const char network_help[] =
+    "usage: agentbox sandbox network [OPTIONS] ID\n"
+    "\n"
+    "Print the network of sandbox ID as JSON, indented: its mode, the bytes it\n"
+    "received and sent (bytes_in, bytes_out) and what its network refused\n"
+    "(denied, the newest 1000 of denied_total), as docs/api.md describes.\n"
+    "\n"
+    "options:\n"
+    "  --json          the same: the output is JSON\n" CLIENT_HELP_SOCKET "\n"
+    "exit status: 0 printed; 125 agentbox or agentboxd failed (one line on\n"
+    "stderr).\n";
+
+static int sandbox_network(int argc, char **argv)
+{
+	return one_call("sandbox network", network_help, "GET", "/network", NULL, argc, argv);
 }
 
 static int sandbox_inspect(int argc, char **argv)
@@ -403,103 +440,15 @@ static int sandbox_timeout(int argc, char **argv)
 	return print_member(verb, sandbox, "expires_at");
 }
 
-/* ---- commit ------------------------------------------------------------- */
-
-/* How long a commit may take: agentboxd reads the sandbox's writes and unpacks the image. */
-#define COMMIT_ANSWER_TIMEOUT_MS (60 * 60 * 1000)
-
-static const char commit_help[] =
-    "usage: agentbox sandbox commit [OPTIONS] ID NAME\n"
-    "\n"
-    "Make sandbox ID, a sandbox of an image (sandbox create --image), into a\n"
-    "new image NAME (name:tag) of agentboxd's store: its image's layers and\n"
-    "one more, everything the sandbox wrote to its root (not /tmp, /dev/shm or\n"
-    "/workspace, which are not part of it). The sandbox is paused meanwhile\n"
-    "and resumed after, when it was running. Prints the image's name. An\n"
-    "admin's: an admin key, or root on agentboxd's unix socket.\n"
-    "\n"
-    "options:\n"
-    "  --comment TEXT  the new layer's history comment (at most 1024 bytes)\n"
-    "  --json          print the image as agentboxd answered\n" CLIENT_HELP_SOCKET "\n"
-    "exit status: 0 committed; 125 agentbox or agentboxd failed or refused (one\n"
-    "line on stderr; (conflict) for a sandbox without an image).\n";
-
-enum { OPT_COMMENT = CLI_OPT_VERB, OPT_COMMIT_JSON };
-
-static const struct option commit_options[] = {
-    {"comment", required_argument, NULL, OPT_COMMENT},
-    {"json", no_argument, NULL, OPT_COMMIT_JSON},
-    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},
-    {0},
-};
-
-static int sandbox_commit(int argc, char **argv)
-{
-	const char *verb = "sandbox commit", *socket_path = NULL, *comment = NULL;
-	bool json = false;
-	int opt;
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":h", commit_options, NULL)) != -1) {
-		switch (opt) {
-		case 'h':
-			fputs(commit_help, stdout);
-			return 0;
-		case OPT_COMMENT:
-			comment = optarg;
-			break;
-		case OPT_COMMIT_JSON:
-			json = true;
-			break;
-		case CLI_OPT_SOCKET:
-			socket_path = optarg;
-			break;
-		default:
-			return cli_option_error(verb, opt, argv);
-		}
-	}
-	if (argc - optind != 2)
-		return cli_fail("%s: give a sandbox ID and a NAME (see agentbox %s --help)", verb,
-				verb);
-	char target[CLIENT_TARGET_MAX];
-	struct error err = {0};
-	if (client_sandbox_target(target, sizeof(target), argv[optind], "/commit", &err) < 0)
-		return cli_fail("%s: %s", verb, err.msg);
-	_cleanup_json_ json_t *body = json_pack("{s:s}", "name", argv[optind + 1]);
-	if (body && comment && json_object_set_new(body, "comment", json_string(comment)) < 0)
-		json_decref(TAKE_PTR(body));
-	if (!body)
-		return cli_fail("%s: NAME and --comment must be UTF-8 text", verb);
-	struct client_request req = {
-	    .method = "POST",
-	    .target = target,
-	    .json = body,
-	    .read_timeout_ms = COMMIT_ANSWER_TIMEOUT_MS,
-	};
-	struct client c;
-	_cleanup_json_ json_t *image = NULL;
-	int r = client_init(&c, socket_path, &err);
-	if (r == 0)
-		r = client_request(&c, &req, &image, &err);
-	client_release(&c);
-	if (r < 0)
-		return cli_fail("%s: %s", verb, err.msg);
-	if (json && (client_print_json(stdout, image) < 0 || fflush(stdout) == EOF))
-		return cli_fail("%s: cannot write the output", verb);
-	if (json)
-		return 0;
-	return print_member(verb, image, "name");
-}
-
 /* ---- rm ------------------------------------------------------------------ */
 
 static const char rm_help[] =
     "usage: agentbox sandbox rm [OPTIONS] ID...\n"
     "\n"
     "Remove each sandbox ID: every process in it is killed and its files are\n"
-    "gone. Prints each id removed. A sandbox that has ended already is an\n"
-    "error (sandbox_ended); the others are still removed.\n"
+    "gone. Prints each id removed. Every ID is checked first: when one is\n"
+    "malformed or names no sandbox, none is removed. A sandbox that has ended\n"
+    "already is an error (sandbox_ended); the others are still removed.\n"
     "\n"
     "options:\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 all removed; 125 agentbox or agentboxd failed for one or\n"
@@ -519,11 +468,42 @@ static void sandbox_target(char *buf, size_t size, const char *id)
 	client_sandbox_target(buf, size, id, NULL, NULL); /* checked: it fits */
 }
 
+/*
+ * Before any is removed, every id must name a sandbox agentboxd knows:
+ * one typo must not leave the others half removed. 0, or EXIT_AGENTBOX
+ * after a line on stderr for each that does not.
+ */
+static int check_all_exist(const char *verb, const char *socket_path, int first, int argc,
+			   char **argv)
+{
+	int rc = 0;
+	for (int i = first; i < argc; i++)
+		if (check_sandbox(verb, argv[i]) != 0)
+			rc = EXIT_AGENTBOX;
+	if (rc)
+		return rc;
+	struct error err = {0};
+	struct client c;
+	if (client_init(&c, socket_path, &err) < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	char target[CLIENT_TARGET_MAX];
+	for (int i = first; i < argc; i++) {
+		sandbox_target(target, sizeof(target), argv[i]);
+		if (client_call(&c, "GET", target, NULL, NULL, &err) < 0)
+			rc = argc - first > 1 ? cli_fail("%s: %s; none removed", verb, err.msg)
+					      : cli_fail("%s: %s", verb, err.msg);
+	}
+	client_release(&c);
+	return rc;
+}
+
 static int sandbox_rm(int argc, char **argv)
 {
 	const char *verb = "sandbox rm", *socket_path;
 	int rc = cli_parse_socket_only(verb, rm_help, argc, argv, &socket_path);
 	if (rc >= 0)
+		return rc;
+	if (optind < argc && (rc = check_all_exist(verb, socket_path, optind, argc, argv)) != 0)
 		return rc;
 	return cli_delete_each(verb, "sandbox IDs", socket_path, optind, argc, argv, check_sandbox,
 			       sandbox_target);
@@ -535,7 +515,8 @@ static const struct verb subverbs[] = {
     {"create", NULL, sandbox_create},	{"ls", NULL, sandbox_ls},
     {"inspect", NULL, sandbox_inspect}, {"pause", NULL, sandbox_pause},
     {"resume", NULL, sandbox_resume},	{"timeout", NULL, sandbox_timeout},
-    {"rm", NULL, sandbox_rm},		{"commit", NULL, sandbox_commit},
+    {"rm", NULL, sandbox_rm},		{"commit", NULL, cli_sandbox_commit},
+    {"network", NULL, sandbox_network},
 };
 
 int verb_sandbox(int argc, char **argv)

@@ -8,20 +8,22 @@
 
 #include <stdio.h>
 
-static const char help[] = "usage: agentbox status [OPTIONS] ID\n"
-			   "\n"
-			   "Print task ID as agentboxd knows it: a JSON object with id, status,\n"
-			   "attempt, max_attempts, exit_code, progress, created_at, started_at,\n"
-			   "finished_at, error, metadata, command and limits, indented.\n"
-			   "\n"
-			   "options:\n" CLIENT_HELP_SOCKET "\n"
-			   "exit status: 0 printed; 125 agentbox or agentboxd failed (one line on\n"
-			   "stderr; an error of agentboxd's ends in its code, e.g. (not_found)).\n";
+static const char help[] =
+    "usage: agentbox status [OPTIONS] ID\n"
+    "\n"
+    "Print task ID as agentboxd knows it: a JSON object with id, status,\n"
+    "attempt, max_attempts, exit_code, progress, created_at, started_at,\n"
+    "finished_at, error, metadata, command and limits, indented.\n"
+    "\n"
+    "options:\n"
+    "  --json          the same: the output is JSON\n" CLIENT_HELP_SOCKET "\n"
+    "exit status: 0 printed; 125 agentbox or agentboxd failed (one line on\n"
+    "stderr; an error of agentboxd's ends in its code, e.g. (not_found)).\n";
 
 int verb_status(int argc, char **argv)
 {
 	const char *socket_path, *id;
-	int rc = cli_parse_id_only("status", "task", help, argc, argv, &socket_path, &id);
+	int rc = cli_parse_id_json("status", "task", help, argc, argv, &socket_path, &id);
 	if (rc >= 0)
 		return rc;
 	struct error err = {0};

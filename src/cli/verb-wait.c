@@ -48,8 +48,9 @@ static const char help[] =
     "Wait for task ID to end, following its events. On a terminal, a line\n"
     "shows its status, attempt and progress as they change. At the end the\n"
     "task's JSON (as agentbox status prints it) goes to stdout. If the\n"
-    "connection to agentboxd breaks (it restarted), wait reconnects and goes\n"
-    "on from the last event; it gives up after 30s without agentboxd.\n"
+    "connection to agentboxd breaks (it restarted), wait says \"reconnecting\"\n"
+    "on stderr, reconnects and goes on after the last event it saw, so the\n"
+    "progress shown never goes back; it gives up after 30s without agentboxd.\n"
     "\n"
     "options:\n"
     "  --timeout DUR   give up after DUR (500ms, 90s, 5m, 1h30m); the task\n"
@@ -87,6 +88,7 @@ struct waiter {
 	int events;	  /* events in the current stream */
 	struct sse_parser sse;
 	struct error fatal; /* set: the stream is unusable, do not retry */
+	bool away;	    /* agentboxd stopped answering: "reconnecting" was said */
 };
 
 /* ---- the progress line ------------------------------------------------ */
@@ -251,8 +253,22 @@ static int get_task(struct waiter *w, const char *target, int64_t give_up_at, js
 	int64_t backoff = WAIT_BACKOFF_MIN_MS;
 	for (;;) {
 		int r = client_call(&w->c, "GET", target, NULL, ret, err);
+		if (r == 0 && w->away) {
+			undraw(w);
+			fflush(stdout);
+			fputs("agentbox: wait: reconnected\n", stderr);
+			w->away = false;
+		}
 		if (r == 0 || is_answer(w, r))
 			return r;
+		if (!w->away) {
+			/* said once, on stderr; the progress line is redrawn by the next event */
+			undraw(w);
+			fflush(stdout);
+			fputs("agentbox: wait: agentboxd is not answering; reconnecting\u2026\n",
+			      stderr);
+			w->away = true;
+		}
 		if (out_of_time(w))
 			return -ETIMEDOUT;
 		if (http_now_ms() >= give_up_at)
@@ -295,10 +311,18 @@ static int follow(struct waiter *w, const char *timeout_arg)
 	int r = client_call(&w->c, "GET", task_target, NULL, &first, &err);
 	if (r < 0)
 		return cli_fail("wait: %s", err.msg);
-	view_task(w, first);
-	if (client_status_is_final(w->status))
+	/*
+	 * The line is drawn from the events alone, in their order: the task's
+	 * own view is later than the events the stream starts with, so drawing
+	 * it first would make the progress go back.
+	 */
+	const char *s = json_string_value(json_object_get(first, "status"));
+	if (client_status_is_final(s)) {
+		view_task(w, first);
 		return finish(w, first);
-	draw(w);
+	}
+	/* shown until the first status event, with which the stream begins */
+	snprintf(w->status, sizeof(w->status), "%s", s ? s : "?");
 
 	int64_t failing_since = 0; /* when the current run of failures began; 0 = none */
 	int64_t backoff = WAIT_BACKOFF_MIN_MS;
@@ -347,10 +371,11 @@ static int follow(struct waiter *w, const char *timeout_arg)
 			return cli_fail("wait: gave up after %ds without agentboxd: %s",
 					WAIT_RECONNECT_MS / 1000, gerr.msg);
 		}
-		view_task(w, task);
-		if (client_status_is_final(w->status))
+		const char *now = json_string_value(json_object_get(task, "status"));
+		if (client_status_is_final(now)) {
+			view_task(w, task);
 			return finish(w, task);
-		draw(w);
+		}
 		/*
 		 * agentboxd answers, but the stream did not carry us to the end:
 		 * try it again, slower each time it fails at once.

@@ -412,6 +412,7 @@ static void read_request(struct MHD_Connection *c, const char *url, const char *
 	    .connection = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection"),
 	    .ws_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key"),
 	    .ws_version = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version"),
+	    .last_event_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"),
 	};
 }
 

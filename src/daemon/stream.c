@@ -26,6 +26,7 @@ struct stream {
 	/* logs */
 	uint32_t attempt; /* the attempt being read; 0 before the first */
 	uint64_t offset;
+	uint64_t skip; /* bytes of the stream still to leave out (offset=) */
 	/* events */
 	int64_t after;
 	int64_t last_sent_ms;
@@ -40,6 +41,14 @@ static void sleep_ms(long ms)
 
 static int append(struct stream *s, const char *buf, size_t len)
 {
+	if (s->skip) {
+		size_t k = s->skip < len ? (size_t)s->skip : len;
+		s->skip -= k;
+		buf += k;
+		len -= k;
+		if (!len)
+			return 0;
+	}
 	char *n = realloc(s->pending, s->pending_len + len);
 	if (!n)
 		return -ENOMEM;
@@ -163,12 +172,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		if (s->done || s->d->stopping)
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		uint64_t offset = s->offset;
+		uint32_t attempt = s->attempt;
 		int r = s->s.route == API_ROUTE_TASK_LOGS ? fill_logs(s) : fill_events(s);
 		if (r < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		if (r > 0)
 			s->done = true;
-		if (s->pending_len == 0 && !s->done) {
+		/* output read but left out (offset=): read on at once */
+		bool moved = s->offset != offset || s->attempt != attempt;
+		if (s->pending_len == 0 && !s->done && !moved) {
 			if (s->s.route == API_ROUTE_TASK_EVENTS &&
 			    wall_clock_ms() - s->last_sent_ms > STREAM_HEARTBEAT_MS)
 				append(s, ": keepalive\n\n", 13);
@@ -193,8 +206,11 @@ enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c,
 	struct error err = {0};
 	if (!s)
 		return MHD_NO;
-	*s = (struct stream){
-	    .d = d, .s = *as, .after = as->after_seq, .last_sent_ms = wall_clock_ms()};
+	*s = (struct stream){.d = d,
+			     .s = *as,
+			     .after = as->after_seq,
+			     .skip = as->route == API_ROUTE_TASK_LOGS ? as->offset : 0,
+			     .last_sent_ms = wall_clock_ms()};
 	if (store_open_sqlite(d->db_path, &s->st, &err) < 0) {
 		fprintf(stderr, "agentboxd: stream: %s\n", err.msg);
 		free(s);

@@ -365,9 +365,12 @@ class _Handler(BaseHTTPRequestHandler):
         if req.query.get("follow") != ["1"]:
             return self._send(200, text, "text/plain; charset=utf-8")
         self._start_chunked("text/plain; charset=utf-8")
+        skip = int(req.query.get("offset", ["0"])[0])  # the bytes the client has
         for piece in fake.log_pieces.get(tid, [text]):
-            self._chunk(piece)
-            time.sleep(fake.log_pause)
+            piece, skip = piece[skip:], max(0, skip - len(piece))
+            if piece:
+                self._chunk(piece)
+                time.sleep(fake.log_pause)
         self._end_chunked()
 
     def _events(self, req, tid):

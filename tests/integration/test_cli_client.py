@@ -249,7 +249,7 @@ def test_logs(fake):
 
 
 def test_logs_follow_streams_as_it_comes(fake):
-    fake.add_task(T1, status="running")
+    fake.add_task(T1, status="succeeded")  # what it says once the stream has ended
     fake.log_pieces[T1] = [b"one\n", b"two\n", b"three\n"]
     fake.log_pause = 0.3
     proc = subprocess.Popen([AGENTBOX, "logs", "-f", "--socket", fake.path, T1],
@@ -261,26 +261,32 @@ def test_logs_follow_streams_as_it_comes(fake):
     assert proc.wait(timeout=30) == 0, proc.stderr.read()
     assert first == b"one\n" and rest == b"two\nthree\n"
     assert t_end - t_first > 0.4  # the first line came before the stream ended
-    assert fake.requests[0].query == {"follow": ["1"]}
+    assert fake.requests[0].query == {"follow": ["1"], "offset": ["0"]}
 
 
-def test_logs_follow_broken_stream_is_an_error(fake):
+def test_logs_follow_resumes_after_a_broken_stream(fake):
     fake.add_task(T1, status="running")
+    saved = fakedaemon._Handler._logs
 
-    def cut(self, req, tid):  # a stream that dies in the middle
-        self._start_chunked("text/plain")
-        self._chunk(b"partial\n")
-        self._drop()
+    def cut(self, req, tid):  # the first stream dies in the middle; the next one ends it
+        if req.query.get("offset") == ["0"]:
+            self._start_chunked("text/plain")
+            self._chunk(b"partial\n")
+            self._drop()
+            return None
+        self.fake.tasks[T1]["status"] = "succeeded"
+        return saved(self, req, tid)
 
-    fakedaemon._Handler._logs, saved = cut, fakedaemon._Handler._logs
+    fake.log_pieces[T1] = [b"partial\n", b"rest\n"]
+    fakedaemon._Handler._logs = cut
     try:
         p = cli(fake, "logs", "-f", T1)
     finally:
         fakedaemon._Handler._logs = saved
-    assert p.returncode == 125
-    assert p.stdout == "partial\n"
-    assert one_line_error(p, "logs") == (
-        f"agentbox: logs: agentboxd at {fake.path} closed the connection inside the chunked body")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "partial\nrest\n"  # from its byte offset: nothing twice
+    streams = [r.query for r in fake.requests if r.path.endswith("/logs")]
+    assert [q["offset"] for q in streams] == [["0"], ["8"]]
 
 
 # ---- ps -----------------------------------------------------------------

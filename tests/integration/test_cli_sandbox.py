@@ -358,18 +358,27 @@ def test_rm(fake):
     p = cli(fake.path, "sandbox", "rm", S1, S2)
     assert p.returncode == 0, p.stderr
     assert p.stdout == f"{S1}\n{S2}\n"
+    # each is looked up before any is removed
     assert [(r.method, r.path) for r in fake.requests] == [
+        ("GET", f"/v1/sandboxes/{S1}"), ("GET", f"/v1/sandboxes/{S2}"),
         ("DELETE", f"/v1/sandboxes/{S1}"), ("DELETE", f"/v1/sandboxes/{S2}")]
-    assert "content-length" not in fake.requests[0].headers
+    assert "content-length" not in fake.requests[2].headers
     assert fake.sandboxes[S1]["end_reason"] == "deleted"
-    # again: they have ended; one unknown; one still there is removed all the same
+    # one unknown: none is removed
     fake.add_sandbox(S3)
     p = cli(fake.path, "sandbox", "rm", S1, sandbox_id(9), S3)
+    assert p.returncode == 125
+    assert p.stdout == ""
+    assert p.stderr.splitlines() == [
+        f"agentbox: sandbox rm: no sandbox {sandbox_id(9)} (not_found); none removed",
+    ]
+    assert fake.sandboxes[S3]["status"] == "running"
+    # again: one has ended; one still there is removed all the same
+    p = cli(fake.path, "sandbox", "rm", S1, S3)
     assert p.returncode == 125
     assert p.stdout == f"{S3}\n"
     assert p.stderr.splitlines() == [
         f"agentbox: sandbox rm: sandbox {S1} has ended (sandbox_ended)",
-        f"agentbox: sandbox rm: no sandbox {sandbox_id(9)} (not_found)",
     ]
     assert fake.sandboxes[S3]["status"] == "ended"
 
@@ -749,7 +758,7 @@ def test_cp_refused(fake, tmp_path):
     ([f"{S1}:/a", f"{S2}:/b"], "one of the two must be ID:PATH and the other local"),
     (["LOCAL", f"{S1}:rel"], f"{S1}:rel: the sandbox path must be absolute"),
     (["/nonexistent-agentbox", f"{S1}:/a"], "/nonexistent-agentbox: No such file or directory"),
-    (["/tmp", f"{S1}:/a"], "/tmp is a directory: cp copies one file"),
+    (["/tmp", f"{S1}:/a"], "/tmp is a directory: cp -r copies one"),
     (["/dev/null", f"{S1}:/a"], "/dev/null is not a regular file"),
     (["--bogus", "a", "b"], "unknown option '--bogus'"),
 ])

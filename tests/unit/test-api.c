@@ -1112,12 +1112,36 @@ static void test_streams(void **state)
 	assert_string_equal(s.id, id);
 	assert_int_equal(s.after_seq, 7);
 	api_response_release(&err);
+	/* a reconnecting client's Last-Event-ID: the later of it and after= */
+	req.last_event_id = "12";
+	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), 0);
+	assert_int_equal(s.after_seq, 12);
+	api_response_release(&err);
+	req.last_event_id = "5";
+	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), 0);
+	assert_int_equal(s.after_seq, 7);
+	api_response_release(&err);
+	req.last_event_id = "x";
+	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), -EINVAL);
+	assert_int_equal(err.status, 400);
+	api_response_release(&err);
+	req.last_event_id = NULL;
 
 	req.path = path_of(id, "/logs");
 	req.query = "follow=1";
 	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), 0);
 	assert_int_equal(s.route, API_ROUTE_TASK_LOGS);
+	assert_int_equal(s.offset, 0);
 	api_response_release(&err);
+	req.query = "follow=1&offset=4096";
+	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), 0);
+	assert_int_equal(s.offset, 4096);
+	api_response_release(&err);
+	req.query = "follow=1&offset=-1";
+	assert_int_equal(api_stream_begin(&f->ctx, &req, &s, &err), -EINVAL);
+	assert_int_equal(err.status, 400);
+	api_response_release(&err);
+	req.query = "follow=1";
 
 	char unknown[TASK_ID_SIZE];
 	assert_int_equal(task_id_new(unknown), 0);
