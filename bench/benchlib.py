@@ -2,11 +2,14 @@
 
 Building the benchmark's build directory, the peers (bubblewrap, crun and
 the fork+exec floor) as agentbox-timeit contenders, the machine facts of a
-report's header, and small helpers for progress and the report. Python 3
-standard library only. See bench/README.md.
+report's header, a busybox-static OCI image to import, and small helpers
+for progress and the report. Python 3 standard library only. See
+bench/README.md.
 """
 
 import datetime
+import hashlib
+import io
 import json
 import os
 import platform
@@ -14,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFLIGHT_TIMEOUT_S = 30
@@ -394,3 +398,73 @@ def machine_facts(script, argv, builddir, buildopts):
         f"- cgroups: {cg}",
         f"- load average at start (1/5/15 min): {load}",
     ]
+
+
+# ---------------------------------------------------------------- an image
+
+def _tar_bytes(entries):
+    """A tar of [(path, kind, data_or_target, mode)], kind 'file', 'dir' or 'symlink', root's."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for path, kind, data, mode in entries:
+            info = tarfile.TarInfo(path)
+            info.mode = mode
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                t.addfile(info)
+            elif kind == "symlink":
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def busybox_image(name, files=None):
+    """An OCI image layout, as the tar `agentbox image import` takes, of a busybox-static
+    userland (Debian's busybox-static: /bin/busybox and a symlink per applet, a small /etc),
+    plus files ({path in the image: bytes}), with Env PATH=/bin. None without busybox."""
+    busybox = shutil.which("busybox")
+    if not busybox:
+        return None
+    with open(busybox, "rb") as f:
+        binary = f.read()
+    applets = subprocess.run([busybox, "--list"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    entries = [(d, "dir", None, 0o755) for d in ("bin", "etc", "root", "var", "data")]
+    entries.append(("tmp", "dir", None, 0o1777))
+    entries.append(("bin/busybox", "file", binary, 0o755))
+    entries += [(f"bin/{a}", "symlink", "busybox", 0o777) for a in applets if a != "busybox"]
+    etc = {"etc/passwd": b"root:x:0:0:root:/root:/bin/sh\n", "etc/group": b"root:x:0:\n"}
+    entries += [(p, "file", data, 0o644) for p, data in {**etc, **(files or {})}.items()]
+    layer = _tar_bytes(entries)
+
+    def sha(data):
+        return hashlib.sha256(data).hexdigest()
+
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux", "created": "2026-01-01T00:00:00Z",
+        "config": {"Env": ["PATH=/bin"], "Cmd": ["/bin/sh"]},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{sha(layer)}"]},
+    }).encode()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": f"sha256:{sha(config)}", "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": f"sha256:{sha(layer)}", "size": len(layer)}],
+    }).encode()
+    index = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "digest": f"sha256:{sha(manifest)}", "size": len(manifest),
+                       "annotations": {"org.opencontainers.image.ref.name": name}}],
+    }).encode()
+    return _tar_bytes([
+        ("oci-layout", "file", b'{"imageLayoutVersion":"1.0.0"}', 0o644),
+        ("index.json", "file", index, 0o644),
+        ("blobs", "dir", None, 0o755),
+        ("blobs/sha256", "dir", None, 0o755),
+        *[(f"blobs/sha256/{sha(b)}", "file", b, 0o644) for b in (manifest, config, layer)],
+    ])

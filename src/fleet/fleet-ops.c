@@ -79,6 +79,23 @@ static bool take_pooled(struct fleet *f, bool network, const char *image, const 
 	return got;
 }
 
+/*
+ * Whether dir's env.json holds env already: an image's pooled sandbox
+ * starts with its image's Env (fleet-pool.c), which a claim that adds
+ * nothing leaves as it is. Read, not assumed: a sandbox pooled by an
+ * earlier agentboxd may hold another.
+ */
+static bool env_on_disk(const char *dir, json_t *env)
+{
+	char path[4300];
+	if (snprintf(path, sizeof(path), "%s/" LAYOUT_ENV_JSON, dir) >= (int)sizeof(path))
+		return false;
+	json_t *old = json_load_file(path, 0, NULL);
+	bool same = old && json_equal(old, env);
+	json_decref(old);
+	return same;
+}
+
 static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 			const struct fleet_spec *spec, int64_t now, struct error *err)
 {
@@ -88,8 +105,9 @@ static int claim_pooled(struct fleet *f, struct store *st, const char *id,
 	json_t *sj = json_loads(spec->spec_json, 0, NULL);
 	json_t *env = json_object_get(sj, "env");
 	int r = sj ? 0 : -ENOMEM;
-	if (r == 0 && json_object_size(env) > 0) {
-		/* a pooled sandbox was made with an empty env.json: only a real env is written */
+	if (r == 0 && json_object_size(env) > 0 && !(spec->pool_image && env_on_disk(dir, env))) {
+		/* the default pool's sandboxes are made with an empty env.json, an
+		 * image's with its Env: only an env that differs is written */
 		_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		r = dfd < 0 ? -errno : fleet_write_json(dfd, LAYOUT_ENV_JSON, env);
 	}

@@ -52,9 +52,20 @@ static int make_pooled(struct fleet *f, struct store *st, size_t slot)
 		return -EIO;
 	s.spec_json = (char *)spec_json;
 	s.metadata_json = (char *)"{}";
+	/* an image's sandbox starts with its spec's env, the image's Env: a
+	 * claim that adds nothing to it then need not write env.json */
+	_cleanup_free_ char *env_json = NULL;
+	if (slot >= SLOT_IMAGE) {
+		json_t *sj = json_loads(spec_json, 0, NULL);
+		json_t *env = json_object_get(sj, "env");
+		if (json_is_object(env)) /* else (or out of memory) {}, which a claim rewrites */
+			env_json = json_dumps(env, JSON_COMPACT);
+		json_decref(sj);
+	}
 	int r = store_sandbox_insert(st, &s, &err);
 	if (r == 0)
-		r = fleet_start_shim(f, s.id, NULL, spec_json, "{}", NULL, 0, kind, &err);
+		r = fleet_start_shim(f, s.id, NULL, spec_json, env_json ? env_json : "{}", NULL, 0,
+				     kind, &err);
 	if (r < 0) {
 		fleet_log(f, "warm pool: %s", err.msg);
 		(void)store_sandbox_delete(st, s.id, &err);

@@ -49,6 +49,21 @@ int supervise_write_pid_file(int dirfd, const char *name)
 	return r;
 }
 
+/*
+ * jansson's reader of a file descriptor: a buffer of its own at a time
+ * (json_loadfd() reads one byte per read(2), some 500 calls for a
+ * sandbox.json). 0 at the end, (size_t)-1 on an error.
+ */
+static size_t read_chunk(void *buf, size_t len, void *data)
+{
+	int fd = *(const int *)data;
+	ssize_t n;
+	do
+		n = read(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? (size_t)-1 : (size_t)n;
+}
+
 json_t *supervise_read_json(int dirfd, const char *name, struct error *err)
 {
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -57,7 +72,7 @@ json_t *supervise_read_json(int dirfd, const char *name, struct error *err)
 		return NULL;
 	}
 	json_error_t jerr;
-	json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *j = json_load_callback(read_chunk, &fd, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
 		error_set(err, EINVAL, "%s: line %d: %s", name, jerr.line, jerr.text);
 	return j;

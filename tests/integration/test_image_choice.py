@@ -195,6 +195,9 @@ def test_an_images_pool_serves_its_creates_fresh(tmp_path):
         pool = pooled_ids(d)
         a = cli(d, "sandbox", "create", "--image", "busybox:1", "--memory", "512m").stdout.strip()
         assert a in pool
+        # a claim that adds no env keeps the env the pooled sandbox was made with: the image's
+        assert cli(d, "exec", a, "--", "sh", "-c", "echo $GREETING $SHADOWED").stdout \
+            == "hello image\n"
         # fresh: the image's files, Env and WorkingDir; the claim's env over the image's
         b = cli(d, "sandbox", "create", "--image", "busybox:1", "--env",
                 "SHADOWED=claim").stdout.strip()
