@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import tarfile
+import time
 
 import pytest
 
@@ -91,3 +92,41 @@ def busybox_layout(name, config=None, files=None):
         (f"blobs/sha256/{sha(cfg)}", "file", cfg, 0, 0o644),
         (f"blobs/sha256/{sha(lay)}", "file", lay, 0, 0o644),
     ]), f"sha256:{sha(cfg)}"
+
+
+# the line agentbox-shim logs once its sandbox is up, just before it tells agentboxd
+SHIM_UP_MARK = b" is up, init pid "
+
+
+def pool_ready(d):
+    """Ids of the sandboxes under d's state whose shim says they are up."""
+    ready = set()
+    sbdir = d.state / "sandboxes"
+    for p in (sbdir.iterdir() if sbdir.exists() else ()):
+        try:
+            if SHIM_UP_MARK in (p / "shim.log").read_bytes():
+                ready.add(p.name)
+        except OSError:
+            pass
+    return ready
+
+
+def create_from_pool(d, cli, held, *args, timeout=120):
+    """`agentbox sandbox create ARGS` served from a warm pool: its id, added to held.
+
+    The shim says it is up an instant before agentboxd adopts it into its
+    pool: a create in that instant is made on demand instead, so such a
+    one is removed and the create asked again, until the deadline.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = pool_ready(d) - held
+        if ready:
+            sid = cli(d, "sandbox", "create", *args).stdout.strip()
+            if sid in ready:
+                held.add(sid)
+                return sid
+            held.add(sid)  # never a pooled one of ours
+            cli(d, "sandbox", "rm", sid)
+        assert time.monotonic() < deadline, "no pooled sandbox served the create"
+        time.sleep(0.05)

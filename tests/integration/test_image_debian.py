@@ -12,13 +12,13 @@ import json
 import os
 import subprocess
 import tarfile
-import time
 
 import pytest
 
 from conftest import AGENTBOX
 from daemon import Daemon
 from debian_mirror import debian_image_layout, hello_repo
+from imagelib import create_from_pool
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (image trees are chowned)")
 
@@ -224,14 +224,7 @@ def test_python_sandboxes_from_their_pool_report_an_oom(python_tar, tmp_path):
     d.stop()
     d = Daemon(tmp_path, "--pool", "0", "--pool", "python:3.11=1").start()
     try:
-        sbdir = d.state / "sandboxes"
-        deadline = time.monotonic() + 120
-        while not (sbdir.exists() and any(sbdir.iterdir())):
-            assert time.monotonic() < deadline, "the image's pool never filled"
-            time.sleep(0.05)
-        pooled = {p.name for p in sbdir.iterdir()}
-        sb = cli(d, "sandbox", "create", "--image", "python:3.11").stdout.strip()
-        assert sb in pooled
+        sb = create_from_pool(d, cli, set(), "--image", "python:3.11")
         status, ran = d.request("POST", f"/v1/sandboxes/{sb}/exec", {
             "command": ["python3", "-c", "print(sum(range(10)))"]})
         assert status == 200 and ran["stdout"] == "45\n", ran
