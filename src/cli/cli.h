@@ -9,6 +9,8 @@
 #ifndef AGENTBOX_CLI_CLI_H
 #define AGENTBOX_CLI_CLI_H
 
+#include <stdbool.h>
+
 #define EXIT_AGENTBOX 125
 
 struct verb {
@@ -90,6 +92,20 @@ int cli_parse_id_only(const char *verb, const char *what, const char *help, int 
  */
 int cli_parse_id_json(const char *verb, const char *what, const char *help, int argc, char **argv,
 		      const char **ret_socket, const char **ret_id);
+
+/*
+ * A listing verb's options: --json, -q (--quiet), --socket, --help. Prints
+ * help and returns 0 for --help; returns -1 to go on with *ret filled and
+ * exactly nargs operands from optind (else a usage error naming
+ * operands, "a sandbox ID and a PATH", and EXIT_AGENTBOX); -q and --json
+ * exclude each other.
+ */
+struct cli_list_opts {
+	const char *socket_path;
+	bool json, quiet;
+};
+int cli_parse_list_options(const char *verb, const char *help, int nargs, const char *operands,
+			   int argc, char **argv, struct cli_list_opts *ret);
 
 /*
  * 0 when name is a tenant's name (core/tenant.h), else print "agentbox:

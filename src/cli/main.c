@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 
 #include "base/buf.h"
+#include "cli/options.h"
 #include "client/client.h"
 #include "client/term.h"
 
@@ -146,6 +147,46 @@ int cli_parse_id_json(const char *verb, const char *what, const char *help, int 
 		      const char **ret_socket, const char **ret_id)
 {
 	return parse_id(verb, what, help, true, argc, argv, ret_socket, ret_id);
+}
+
+int cli_parse_list_options(const char *verb, const char *help, int nargs, const char *operands,
+			   int argc, char **argv, struct cli_list_opts *ret)
+{
+	enum { OPT_LIST_JSON = CLI_OPT_VERB };
+	static const struct option options[] = {
+	    {"json", no_argument, NULL, OPT_LIST_JSON},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	*ret = (struct cli_list_opts){0};
+	int opt;
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":qh", options, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			fputs(help, stdout);
+			return 0;
+		case 'q':
+			ret->quiet = true;
+			break;
+		case OPT_LIST_JSON:
+			ret->json = true;
+			break;
+		case CLI_OPT_SOCKET:
+			ret->socket_path = optarg;
+			break;
+		default:
+			return cli_option_error(verb, opt, argv);
+		}
+	}
+	if (argc - optind != nargs)
+		return cli_fail("%s: give %s (see agentbox %s --help)", verb, operands, verb);
+	if (ret->quiet && ret->json)
+		return cli_fail("%s: -q and --json exclude each other", verb);
+	return -1;
 }
 
 int cli_is_help(const char *arg)

@@ -70,14 +70,6 @@ static const char ls_help[] =
     "stderr; (file_not_found), (not_a_file) for a file that is not a\n"
     "directory).\n";
 
-static const struct option ls_options[] = {
-    {"json", no_argument, NULL, OPT_JSON},
-    {"quiet", no_argument, NULL, 'q'},
-    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},
-    {0},
-};
-
 static void print_entry(const json_t *e, int64_t now)
 {
 	char name[FILES_NAME_WIDTH * 4 + 1], mode[16], modified[32] = "-";
@@ -104,34 +96,14 @@ static void print_entry(const json_t *e, int64_t now)
 
 static int files_ls(int argc, char **argv)
 {
-	const char *verb = "files ls", *socket_path = NULL;
-	bool as_json = false, quiet = false;
-	int opt;
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":qh", ls_options, NULL)) != -1) {
-		switch (opt) {
-		case 'h':
-			fputs(ls_help, stdout);
-			return 0;
-		case 'q':
-			quiet = true;
-			break;
-		case OPT_JSON:
-			as_json = true;
-			break;
-		case CLI_OPT_SOCKET:
-			socket_path = optarg;
-			break;
-		default:
-			return cli_option_error(verb, opt, argv);
-		}
-	}
-	if (argc - optind != 2)
-		return cli_fail("%s: give a sandbox ID and a PATH (see agentbox %s --help)", verb,
-				verb);
-	if (quiet && as_json)
-		return cli_fail("%s: -q and --json exclude each other", verb);
+	const char *verb = "files ls";
+	struct cli_list_opts lo;
+	int parsed =
+	    cli_parse_list_options(verb, ls_help, 2, "a sandbox ID and a PATH", argc, argv, &lo);
+	if (parsed >= 0)
+		return parsed;
+	const char *socket_path = lo.socket_path;
+	bool as_json = lo.json, quiet = lo.quiet;
 	int rc = check_path(verb, argv[optind + 1]);
 	if (rc)
 		return rc;

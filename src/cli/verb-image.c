@@ -297,6 +297,36 @@ static int image_import(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * POST body to target, an image route that answers with the image after
+ * timeout_ms at most (a pull, a bootstrap: minutes), and print it: as JSON
+ * with --json, else its name (or, unnamed, its digest).
+ */
+static int post_image(const char *verb, const struct opts *o, const char *target,
+		      const json_t *body, int timeout_ms)
+{
+	struct client_request req = {
+	    .method = "POST", .target = target, .json = body, .read_timeout_ms = timeout_ms};
+	struct error err = {0};
+	struct client c;
+	_cleanup_json_ json_t *image = NULL;
+	int r = client_init(&c, o->socket_path, &err);
+	if (r == 0)
+		r = client_request(&c, &req, &image, &err);
+	client_release(&c);
+	if (r < 0)
+		return cli_fail("%s: %s", verb, err.msg);
+	if (o->json)
+		return print_json(verb, image);
+	const char *name = json_string_value(json_object_get(image, "name"));
+	const char *digest = json_string_value(json_object_get(image, "digest"));
+	if (!name && !digest)
+		return cli_fail("%s: agentboxd's answer has no name or digest", verb);
+	if (cli_print_text(name ? name : digest) < 0)
+		return cli_fail("%s: cannot write the output", verb);
+	return 0;
+}
+
 /* ---- pull ---------------------------------------------------------------------- */
 
 /* Bytes of a reference to pull we send (agentboxd checks it: image/pull.h). */
@@ -344,30 +374,7 @@ static int image_pull(int argc, char **argv)
 		json_decref(TAKE_PTR(body));
 	if (!body)
 		return cli_fail("%s: out of memory", verb);
-	struct client_request req = {
-	    .method = "POST",
-	    .target = "/v1/images/pull",
-	    .json = body,
-	    .read_timeout_ms = PULL_ANSWER_TIMEOUT_MS,
-	};
-	struct error err = {0};
-	struct client c;
-	_cleanup_json_ json_t *image = NULL;
-	int r = client_init(&c, o.socket_path, &err);
-	if (r == 0)
-		r = client_request(&c, &req, &image, &err);
-	client_release(&c);
-	if (r < 0)
-		return cli_fail("%s: %s", verb, err.msg);
-	if (o.json)
-		return print_json(verb, image);
-	const char *name = json_string_value(json_object_get(image, "name"));
-	const char *digest = json_string_value(json_object_get(image, "digest"));
-	if (!name && !digest)
-		return cli_fail("%s: agentboxd's answer has no name or digest", verb);
-	if (cli_print_text(name ? name : digest) < 0)
-		return cli_fail("%s: cannot write the output", verb);
-	return 0;
+	return post_image(verb, &o, "/v1/images/pull", body, PULL_ANSWER_TIMEOUT_MS);
 }
 
 /* ---- export ------------------------------------------------------------------ */
@@ -535,29 +542,7 @@ static int image_bootstrap(int argc, char **argv)
 	    json_pack("{s:s, s:s*, s:s*}", "image", image, "name", o.name, "mirror", o.mirror);
 	if (!body)
 		return cli_fail("%s: out of memory", verb);
-	struct client_request req = {
-	    .method = "POST",
-	    .target = "/v1/images/bootstrap",
-	    .json = body,
-	    .read_timeout_ms = BOOTSTRAP_ANSWER_TIMEOUT_MS,
-	};
-	struct error err = {0};
-	struct client c;
-	_cleanup_json_ json_t *answer = NULL;
-	int r = client_init(&c, o.socket_path, &err);
-	if (r == 0)
-		r = client_request(&c, &req, &answer, &err);
-	client_release(&c);
-	if (r < 0)
-		return cli_fail("%s: %s", verb, err.msg);
-	if (o.json)
-		return print_json(verb, answer);
-	const char *name = json_string_value(json_object_get(answer, "name"));
-	if (!name)
-		return cli_fail("%s: agentboxd's answer has no name", verb);
-	if (cli_print_text(name) < 0)
-		return cli_fail("%s: cannot write the output", verb);
-	return 0;
+	return post_image(verb, &o, "/v1/images/bootstrap", body, BOOTSTRAP_ANSWER_TIMEOUT_MS);
 }
 
 /* ---- ls ------------------------------------------------------------------------ */

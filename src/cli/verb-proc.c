@@ -75,14 +75,6 @@ static const char ls_help[] =
 
 enum { OPT_JSON = CLI_OPT_VERB, OPT_SIGNAL };
 
-static const struct option ls_options[] = {
-    {"json", no_argument, NULL, OPT_JSON},
-    {"quiet", no_argument, NULL, 'q'},
-    {"socket", required_argument, NULL, CLI_OPT_SOCKET},
-    {"help", no_argument, NULL, 'h'},
-    {0},
-};
-
 static void print_process(const json_t *p, int64_t now)
 {
 	char state[PROC_STATE_WIDTH + 1], started[32] = "-", command[PROC_COMMAND_WIDTH + 1];
@@ -112,33 +104,13 @@ static void print_process(const json_t *p, int64_t now)
 
 static int proc_ls(int argc, char **argv)
 {
-	const char *verb = "proc ls", *socket_path = NULL;
-	bool as_json = false, quiet = false;
-	int opt;
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, ":qh", ls_options, NULL)) != -1) {
-		switch (opt) {
-		case 'h':
-			fputs(ls_help, stdout);
-			return 0;
-		case 'q':
-			quiet = true;
-			break;
-		case OPT_JSON:
-			as_json = true;
-			break;
-		case CLI_OPT_SOCKET:
-			socket_path = optarg;
-			break;
-		default:
-			return cli_option_error(verb, opt, argv);
-		}
-	}
-	if (argc - optind != 1)
-		return cli_fail("%s: give one sandbox ID (see agentbox %s --help)", verb, verb);
-	if (quiet && as_json)
-		return cli_fail("%s: -q and --json exclude each other", verb);
+	const char *verb = "proc ls";
+	struct cli_list_opts lo;
+	int parsed = cli_parse_list_options(verb, ls_help, 1, "one sandbox ID", argc, argv, &lo);
+	if (parsed >= 0)
+		return parsed;
+	const char *socket_path = lo.socket_path;
+	bool as_json = lo.json, quiet = lo.quiet;
 	struct error err = {0};
 	_cleanup_json_ json_t *answer = NULL;
 	if (client_sandbox_request(socket_path, "GET", argv[optind], "/processes", NULL, &answer,
