@@ -188,7 +188,7 @@ static int check_handshake(const struct api_request *req, bool tty, struct api_e
 		return api_error_set(e, API_ERR_BAD_HANDSHAKE, "tty",
 				     "only an exec with \"tty\": true upgrades");
 	if (!upgrade || !has_token(req->connection, "upgrade"))
-		return api_error_set(e, API_ERR_BAD_HANDSHAKE, NULL,
+		return api_error_set(e, API_ERR_BAD_HANDSHAKE, "tty",
 				     "\"tty\": true needs a WebSocket upgrade (Upgrade: websocket, "
 				     "Connection: Upgrade)");
 	if (!req->ws_version || strcmp(req->ws_version, "13") != 0)
