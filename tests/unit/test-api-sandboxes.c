@@ -1735,7 +1735,7 @@ static void test_exec(void **state)
 		     400, "unknown_field", "pty");
 	/* a terminal is an upgrade: without the WebSocket handshake nothing starts */
 	expect_error(call(f, "POST", sbx(id, "/exec"), NULL, "{\"command\":[\"a\"],\"tty\":true}"),
-		     400, "bad_handshake", NULL);
+		     400, "bad_handshake", "tty");
 	assert_int_equal(count(f->fl, OP_COUNT), 0);
 
 	expect_error(call(f, "POST", sbx(UNKNOWN_SBX, "/exec"), NULL, "{\"command\":[\"a\"]}"), 404,
