@@ -1,6 +1,6 @@
 """Local Debian repositories for the integration suite, on loopback only.
 
-scripts/install-deps keeps the .debs of a bookworm minbase in the test
+scripts/install-deps --tests keeps the .debs of a bookworm minbase in the test
 cache (AGENTBOX_TEST_CACHE, default /var/cache/agentbox-test); from them:
 
 - LocalMirror: a Debian mirror of those .debs (apt-ftparchive's Packages
@@ -45,7 +45,7 @@ BOOTSTRAP_TIMEOUT_S = 900  # a bound on liveness: debootstrap takes a minute or 
 def require_debs():
     """The cached .debs' directory; skips (loudly) when install-deps did not fetch them."""
     if not os.path.isdir(DEBS) or not any(n.endswith(".deb") for n in os.listdir(DEBS)):
-        pytest.skip(f"no cached .debs in {DEBS}: run scripts/install-deps")
+        pytest.skip(f"no cached .debs in {DEBS}: run scripts/install-deps --tests")
     for tool in ("/usr/sbin/debootstrap", "/usr/bin/apt-ftparchive", "/usr/bin/gpg"):
         if not os.access(tool, os.X_OK):
             pytest.skip(f"{tool} is missing: run scripts/install-deps")
