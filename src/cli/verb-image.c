@@ -369,9 +369,7 @@ static int image_pull(int argc, char **argv)
 		return cli_fail("%s: a REF has 1 to %d bytes", verb, PULL_REF_ARG_MAX);
 	if (o.name && (rc = check_ref(verb, o.name)) != 0)
 		return rc;
-	_cleanup_json_ json_t *body = json_pack("{s:s}", "ref", ref);
-	if (body && o.name && json_object_set_new(body, "name", json_string(o.name)) < 0)
-		json_decref(TAKE_PTR(body));
+	_cleanup_json_ json_t *body = json_pack("{s:s, s:s*}", "ref", ref, "name", o.name);
 	if (!body)
 		return cli_fail("%s: out of memory", verb);
 	return post_image(verb, &o, "/v1/images/pull", body, PULL_ANSWER_TIMEOUT_MS);
