@@ -38,7 +38,7 @@ static int hold(void *arg)
 
 static void reap(pid_t pid)
 {
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+	while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
 		;
 }
 
@@ -49,14 +49,24 @@ void idmap_holders_reap(struct idmap_holders *h)
 	h->n = 0;
 }
 
+void idmap_holders_reap_gone(struct idmap_holders *h)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < h->n; i++)
+		if (waitpid(h->pid[i], NULL, __WALL | WNOHANG) == 0)
+			h->pid[kept++] = h->pid[i];
+	h->n = kept;
+}
+
 int idmap_userns_open(uid_t disk_uid, gid_t disk_gid, uid_t host_first, unsigned count,
 		      struct idmap_holders *holders)
 {
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid_t pid = clone(hold, helper_stack + sizeof(helper_stack),
-			  CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
+	/* no exit signal: see struct idmap_holders */
+	pid_t pid =
+	    clone(hold, helper_stack + sizeof(helper_stack), CLONE_VM | CLONE_NEWUSER, NULL);
 	int r = pid < 0 ? -errno : 0;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)

@@ -19,8 +19,10 @@
 
 /*
  * The processes that held mapping namespaces, killed but not yet reaped:
- * the caller reaps them (idmap_holders_reap()) once waiting costs it
- * nothing, instead of waiting for each to be scheduled and exit. Past
+ * the caller reaps them once waiting costs it nothing, instead of waiting
+ * for each to be scheduled and exit (on a busy host, most of a
+ * millisecond). They send no SIGCHLD and only a wait with __WALL reaps
+ * them, so another waitpid(-1) of the caller's never takes one. Past
  * IDMAP_HOLDERS_MAX, or with no list, a holder is reaped at once.
  */
 #define IDMAP_HOLDERS_MAX (SPEC_VOLUMES_MAX + 1)
@@ -31,6 +33,9 @@ struct idmap_holders {
 
 /* Reap every holder in h (waiting for those not yet gone). */
 void idmap_holders_reap(struct idmap_holders *h);
+
+/* Reap the holders in h that are gone already; the others stay. */
+void idmap_holders_reap_gone(struct idmap_holders *h);
 
 /*
  * A user namespace whose maps send disk uids disk_uid..+count-1 and disk

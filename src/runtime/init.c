@@ -100,37 +100,55 @@ static int enter_namespaces(struct error *err)
  * grants every real directory and file at its top (not symlinks: one
  * could name /proc), but /dev and /proc, whose writes stay refused. A new
  * entry at the top itself is refused. Up to ROOTFS_IMAGE_TOP_MAX entries.
+ *
+ * The names are packed ("/NAME\0" each), so pid 1 touches only the pages
+ * they fill, and listed with getdents64() into the stack: readdir()'s
+ * 32 KiB buffer would be malloc'd in pid 1, which lives as long as the
+ * sandbox, and the pages would stay charged to it.
  */
-static char image_top[ROOTFS_IMAGE_TOP_MAX][NAME_MAX + 2];
+static char image_top[ROOTFS_IMAGE_TOP_MAX * (NAME_MAX + 2)];
+
+/* name's type: the directory entry's, or lstat's where the file system gives none */
+static unsigned char entry_type(int dfd, const char *name, unsigned char type)
+{
+	struct stat st;
+	if (type != DT_UNKNOWN)
+		return type;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return DT_UNKNOWN;
+	return S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
+}
 
 static int image_writable(const char **writable, size_t *n, struct error *err)
 {
 	_cleanup_close_ int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d)
+	if (fd < 0)
 		return error_set_errno(err, errno, "landlock: list /");
-	TAKE_FD(fd);
-	size_t count = 0;
-	int r = 0;
-	struct dirent *de;
-	while (r == 0 && (de = readdir(d))) {
-		struct stat st;
-		const char *name = de->d_name;
-		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, "dev") == 0 ||
-		    strcmp(name, "proc") == 0 ||
-		    fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
-			continue;
-		if (count == ROOTFS_IMAGE_TOP_MAX) {
-			r = error_set(err, E2BIG, "the image's / has more than %d entries",
-				      ROOTFS_IMAGE_TOP_MAX);
-			break;
+	char buf[4096] __attribute__((aligned(8)));
+	size_t used = 0, count = 0;
+	ssize_t len;
+	while ((len = getdents64(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < len;) {
+			const struct dirent64 *de = (const struct dirent64 *)(buf + off);
+			const char *name = de->d_name;
+			off += de->d_reclen;
+			if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+			    strcmp(name, "dev") == 0 || strcmp(name, "proc") == 0)
+				continue;
+			unsigned char type = entry_type(fd, name, de->d_type);
+			if (type != DT_DIR && type != DT_REG)
+				continue;
+			if (count == ROOTFS_IMAGE_TOP_MAX)
+				return error_set(err, E2BIG,
+						 "the image's / has more than %d entries",
+						 ROOTFS_IMAGE_TOP_MAX);
+			int k = snprintf(image_top + used, sizeof(image_top) - used, "/%s", name);
+			writable[(*n)++] = image_top + used;
+			used += (size_t)k + 1;
+			count++;
 		}
-		snprintf(image_top[count], sizeof(image_top[count]), "/%s", name);
-		writable[(*n)++] = image_top[count++];
 	}
-	closedir(d);
-	return r;
+	return len < 0 ? error_set_errno(err, errno, "landlock: list /") : 0;
 }
 
 /*

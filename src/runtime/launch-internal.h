@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "runtime/cgroup.h"
+#include "runtime/idmap.h"
 #include "runtime/serve-internal.h"
 #include "runtime/spec.h"
 #include "runtime/uidrange.h"
@@ -54,12 +55,12 @@ struct launch_ctx {
 	struct prctl_mm_map layout;
 	char **envp;		 /* the sandbox's environment */
 	const char *mnt_dir;	 /* empty host directory to build the root on */
-	int sync_fd;		 /* our end of the go socket: one byte once ids are mapped */
+	int sync_fd;		 /* our end of the go socket: one byte once ids are mapped, then
+				    an image's tree (rootfs_image_overlay()) */
 	struct cgroup_join join; /* v1: how init moves itself into its cgroup */
 	int status_fd;		 /* write end: struct launch_msg records to the launcher */
 	int control_fd;		 /* serve mode: init's end of the request socket, else -1 */
 	int rootfs_fd;		 /* --rootfs: a detached copy of the image, or -1 */
-	int image_fd;		 /* image_tree: its detached, id-mapped copy, or -1 */
 	struct launch_volume volumes[SPEC_VOLUMES_MAX];
 	size_t nvolumes;
 };
@@ -95,7 +96,12 @@ struct sandbox {
 	char name[32];
 	bool export_dirs; /* spec->export_dirs */
 	int dirs[2];	  /* what init sent of them: workdir, /tmp; or -1 */
+	/* killed, reaped once gone (sandbox_reap_holders()), or at the end */
+	struct idmap_holders holders;
 };
+
+/* Reap those of sb's id-mapping holders that are gone (idmap.h). */
+void sandbox_reap_holders(struct sandbox *sb);
 
 /* The sandbox's init: runs in the clone()d child. Never returns. */
 _Noreturn void init_main(struct launch_ctx *ctx);

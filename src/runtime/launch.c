@@ -302,6 +302,27 @@ static int open_image_tree(const char *path, uid_t sandbox_base, struct idmap_ho
 	return TAKE_FD(tree);
 }
 
+/*
+ * An image's tree goes to init after the go: init makes its namespaces'
+ * insides and the data tmpfs meanwhile (on another CPU), and waits for it
+ * only at the overlay (rootfs_image_overlay()), so the third of a
+ * millisecond a mapping namespace costs to make is mostly off the path.
+ */
+static int send_image_tree(struct sandbox *sb, const char *path, struct error *err)
+{
+	int tree = open_image_tree(path, sb->ids.base, &sb->holders, err);
+	if (tree < 0)
+		return tree;
+	union fdpass_buf buf;
+	struct iovec iov = {.iov_base = "i", .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	fdpass_attach(&mh, &buf, &tree, 1);
+	/* as for the go: if init has died already, sandbox_wait() reports why */
+	(void)sendmsg(sb->lifeline_fd, &mh, MSG_NOSIGNAL);
+	close(tree);
+	return 0;
+}
+
 static int move_fd_high(int *fd)
 {
 	int n = fcntl(*fd, F_DUPFD_CLOEXEC, CHILD_FD_MIN);
@@ -317,15 +338,21 @@ static void close_volumes(struct launch_ctx *ctx)
 {
 	cgroup_join_release(&ctx->join);
 	CLOSE_FD(ctx->rootfs_fd);
-	CLOSE_FD(ctx->image_fd);
 	for (size_t i = 0; i < ctx->nvolumes; i++)
 		CLOSE_FD(ctx->volumes[i].tree_fd);
 	ctx->nvolumes = 0;
 }
 
+void sandbox_reap_holders(struct sandbox *sb)
+{
+	if (sb->holders.n)
+		idmap_holders_reap_gone(&sb->holders);
+}
+
 /* Tear down what sandbox_start() built before the sandbox ran. */
 static void sandbox_release(struct sandbox *sb)
 {
+	idmap_holders_reap(&sb->holders);
 	if (sb->cg) {
 		cgroup_destroy(sb->cg, NULL);
 		sb->cg = NULL;
@@ -454,15 +481,9 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 	_cleanup_free_ struct spec *init_spec = copy_spec(spec);
 	if (!init_spec)
 		return error_set(err, ENOMEM, "out of memory");
-	struct launch_ctx ctx = {.spec = init_spec,
-				 .mnt_dir = mnt,
-				 .rootfs_fd = -1,
-				 .image_fd = -1,
-				 .control_fd = -1,
-				 .join = {.n = 0}};
+	struct launch_ctx ctx = {
+	    .spec = init_spec, .mnt_dir = mnt, .rootfs_fd = -1, .control_fd = -1, .join = {.n = 0}};
 	int sync_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1}, control[2] = {-1, -1};
-	/* reaped once the sandbox runs: their exits are off its path */
-	struct idmap_holders holders = {.n = 0};
 	int r = read_layout(&ctx.layout);
 	if (r < 0)
 		return error_set_errno(err, -r,
@@ -510,14 +531,9 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 			goto fail;
 		}
 	}
-	if (spec->image_tree &&
-	    (ctx.image_fd = open_image_tree(spec->image_tree, sb->ids.base, &holders, err)) < 0) {
-		r = ctx.image_fd;
-		goto fail;
-	}
 	for (size_t i = 0; i < spec->nvolumes; i++) {
 		r = prepare_volume(&init_spec->volumes[i], sb->ids.base + SANDBOX_UID,
-				   &ctx.volumes[ctx.nvolumes], &holders, err);
+				   &ctx.volumes[ctx.nvolumes], &sb->holders, err);
 		if (r < 0)
 			goto fail;
 		ctx.nvolumes++;
@@ -558,16 +574,17 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 		goto fail_started;
 	/* Go. If init has died already, sandbox_wait() reports why. */
 	(void)send(sb->lifeline_fd, "g", 1, MSG_NOSIGNAL);
-	idmap_holders_reap(&holders);
+	if (spec->image_tree && (r = send_image_tree(sb, spec->image_tree, err)) < 0)
+		goto fail_started;
+	/* their exits are off the sandbox's path: reaped once gone */
+	idmap_holders_reap_gone(&sb->holders);
 	*ret = sb;
 	return 0;
 
 fail_started:
-	idmap_holders_reap(&holders);
 	sandbox_free(sb);
 	return r;
 fail:
-	idmap_holders_reap(&holders);
 	CLOSE_FD(sync_pipe[0]);
 	CLOSE_FD(sync_pipe[1]);
 	CLOSE_FD(control[0]);
@@ -659,6 +676,7 @@ static int wait_exit(struct sandbox *sb, int cancel_fd, const struct sandbox_io 
 				continue;
 			return -errno;
 		}
+		sandbox_reap_holders(sb);
 		for (size_t i = 0; i < nio; i++) {
 			io->fds[i].revents = pfd[2 + i].revents;
 			if (pfd[2 + i].revents)

@@ -5,6 +5,7 @@
 #include "runtime/rootfs-internal.h"
 
 #include "base/cleanup.h"
+#include "base/fdpass.h"
 #include "base/fileio.h"
 
 #include <errno.h>
@@ -34,16 +35,140 @@ static int fs_fail(int fsfd, int e, const char *what, struct error *err)
 	return error_set_errno(err, e, "image root: %s (%s)", what, log);
 }
 
-int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, int *ret_upper,
+/*
+ * The runtime's own entries are made in the upper layer before the
+ * overlay exists, as plain tmpfs writes: through the overlay, each would
+ * look the lower layer up, and /etc's files would be copied up and
+ * whited out first (together about a third of what an image's root added
+ * to a create). A directory of ours over one of the image's takes its
+ * mode and owner, as a copy-up would, and the two merge; over anything
+ * else of the image's (a symlink, a file) ours hides it, so an image
+ * cannot send a mount or a write out of its root. The lower layer is
+ * read without following a symlink.
+ */
+
+/*
+ * path (relative, canonical: spec_validate() saw to it) as directories in
+ * upper. With mount_point, its last one is only where a mount goes: made
+ * as it is, the image's not looked at, since nothing sees it.
+ */
+static int upper_dirs(int upper, int lower, const char *path, bool mount_point, struct error *err)
+{
+	char buf[SPEC_PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", path);
+	_cleanup_close_ int ud = openat(upper, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int ld = openat(lower, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (ud < 0 || ld < 0)
+		return error_set_errno(err, errno, "image root: open its layers");
+	char *save = NULL;
+	for (char *name = strtok_r(buf, "/", &save); name; name = strtok_r(NULL, "/", &save)) {
+		struct stat st;
+		bool last = !save || !*save;
+		bool over = !(mount_point && last) && ld >= 0 &&
+			    fstatat(ld, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+		if (mkdirat(ud, name, 0755) == 0) {
+			if (over &&
+			    (fchmodat(ud, name, st.st_mode & 07777, 0) < 0 ||
+			     fchownat(ud, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0))
+				return error_set_errno(err, errno, "image root: /%s as the image's",
+						       path);
+		} else if (errno != EEXIST) {
+			return error_set_errno(err, errno, "image root: mkdir /%s", path);
+		}
+		if (last)
+			break;
+		int next = openat(ud, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0)
+			return error_set_errno(err, errno, "image root: open /%s", path);
+		close(ud);
+		ud = next;
+		next = over ? openat(ld, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		CLOSE_FD(ld);
+		ld = next;
+	}
+	return 0;
+}
+
+/* A new file of ours in etc_dfd holding text. */
+static int etc_file(int etc_dfd, const char *name, const char *text, struct error *err)
+{
+	_cleanup_close_ int fd =
+	    openat(etc_dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return error_set_errno(err, errno, "image root: create /etc/%s", name);
+	int r = write_all(fd, text, strlen(text));
+	if (r < 0)
+		return error_set_errno(err, -r, "image root: write /etc/%s", name);
+	return 0;
+}
+
+static int prepare_upper(const struct launch_ctx *ctx, int data_dfd, struct error *err)
+{
+	static const char *const mount_points[] = {"dev", "proc", "tmp"};
+	_cleanup_close_ int upper = openat(data_dfd, UPPER, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int lower = openat(data_dfd, LOWER, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (upper < 0 || lower < 0)
+		return error_set_errno(err, errno, "image root: open its layers");
+	int r;
+	for (size_t i = 0; i < ELEMENTSOF(mount_points); i++)
+		if (mkdirat(upper, mount_points[i], 0755) < 0)
+			return error_set_errno(err, errno, "image root: mkdir /%s",
+					       mount_points[i]);
+	if ((r = upper_dirs(upper, lower, "etc", false, err)) < 0 ||
+	    (r = upper_dirs(upper, lower, ctx->spec->workdir + 1, true, err)) < 0)
+		return r;
+	for (size_t i = 0; i < ctx->nvolumes; i++) {
+		char dir[SPEC_PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", ctx->volumes[i].target + 1);
+		char *slash = strrchr(dir, '/');
+		bool is_dir = ctx->volumes[i].is_dir;
+		if (!is_dir) /* a file's mount point: its parent */
+			*(slash ? slash : dir) = '\0';
+		if (dir[0] && (r = upper_dirs(upper, lower, dir, is_dir, err)) < 0)
+			return r;
+	}
+	_cleanup_close_ int etc =
+	    openat(upper, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (etc < 0)
+		return error_set_errno(err, errno, "image root: open /etc");
+	if ((r = etc_file(etc, "hosts", ROOTFS_ETC_HOSTS, err)) < 0 ||
+	    (r = etc_file(etc, "hostname", ROOTFS_ETC_HOSTNAME, err)) < 0 ||
+	    (r = etc_file(etc, "resolv.conf", ROOTFS_ETC_RESOLV, err)) < 0)
+		return r;
+	return 0;
+}
+
+/* The image's tree, from the launcher (send_image_tree() in launch.c). */
+static int receive_tree(const struct launch_ctx *ctx, struct error *err)
+{
+	char c = 0;
+	int tree = -1;
+	size_t n = 0;
+	ssize_t len = fdpass_recv(ctx->sync_fd, &c, 1, 0, &tree, 1, &n, NULL);
+	if (len == 1 && c == 'i' && n == 1)
+		return tree;
+	if (n)
+		close(tree);
+	return error_set(err, len < 0 ? (int)-len : EPROTO,
+			 "image root: the launcher sent no tree");
+}
+
+int rootfs_image_overlay(const struct launch_ctx *ctx, int data_dfd, int *ret_root, int *ret_upper,
 			 struct error *err)
 {
 	static const char *const dirs[] = {LOWER, UPPER, OVL_WORK};
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
 		if (mkdirat(data_dfd, dirs[i], 0755) < 0)
 			return error_set_errno(err, errno, "image root: mkdir %s", dirs[i]);
-	if (move_mount(*image_fd, "", data_dfd, LOWER, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+	_cleanup_close_ int tree = receive_tree(ctx, err);
+	if (tree < 0)
+		return tree;
+	if (move_mount(tree, "", data_dfd, LOWER, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return error_set_errno(err, errno, "image root: attach the image");
-	CLOSE_FD(*image_fd);
+	CLOSE_FD(tree);
+	int r = prepare_upper(ctx, data_dfd, err);
+	if (r < 0)
+		return r;
 	/* the layers are named relative to the data tmpfs: no path escaping */
 	if (fchdir(data_dfd) < 0)
 		return error_set_errno(err, errno, "image root: chdir");
@@ -62,12 +187,11 @@ int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, int *ret_up
 	int root = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (root < 0)
 		return fs_fail(fs, errno, "cannot mount the overlay", err);
-	/* the overlay holds its own private copy of the lower layer */
-	if (umount2(LOWER, MNT_DETACH) < 0) {
-		int e = errno;
-		close(root);
-		return error_set_errno(err, e, "image root: detach the image");
-	}
+	/*
+	 * The overlay holds its own private copy of the lower layer. The one
+	 * attached at LOWER goes with the data tmpfs, which the caller
+	 * detaches whole: one detach, so one RCU grace period, for both.
+	 */
 	int upper = openat(data_dfd, UPPER, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (upper < 0) {
 		int e = errno;
@@ -76,76 +200,5 @@ int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, int *ret_up
 	}
 	*ret_root = root;
 	*ret_upper = upper;
-	return 0;
-}
-
-/*
- * path (relative, canonical: spec_validate() saw to it) as real
- * directories all the way down, from the cwd.
- */
-static int ensure_dir(const char *path, struct error *err)
-{
-	char buf[SPEC_PATH_MAX];
-	snprintf(buf, sizeof(buf), "%s", path);
-	_cleanup_close_ int dfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return error_set_errno(err, errno, "image root: open /");
-	char *save = NULL;
-	for (char *name = strtok_r(buf, "/", &save); name; name = strtok_r(NULL, "/", &save)) {
-		struct stat st;
-		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
-		    unlinkat(dfd, name, 0) < 0)
-			return error_set_errno(err, errno, "image root: remove /%s", path);
-		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
-			return error_set_errno(err, errno, "image root: mkdir /%s", path);
-		int next = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (next < 0)
-			return error_set_errno(err, errno, "image root: open /%s", path);
-		close(dfd);
-		dfd = next;
-	}
-	return 0;
-}
-
-/* Replace name in etc_dfd with a new file of ours holding text. */
-static int replace_file(int etc_dfd, const char *name, const char *text, struct error *err)
-{
-	if (unlinkat(etc_dfd, name, 0) < 0 && errno != ENOENT)
-		return error_set_errno(err, errno, "image root: remove /etc/%s", name);
-	_cleanup_close_ int fd =
-	    openat(etc_dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return error_set_errno(err, errno, "image root: create /etc/%s", name);
-	int r = write_all(fd, text, strlen(text));
-	if (r < 0)
-		return error_set_errno(err, -r, "image root: write /etc/%s", name);
-	return 0;
-}
-
-int rootfs_image_prepare(const struct launch_ctx *ctx, struct error *err)
-{
-	static const char *const dirs[] = {"dev", "proc", "tmp", "etc"};
-	int r;
-	for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
-		if ((r = ensure_dir(dirs[i], err)) < 0)
-			return r;
-	if ((r = ensure_dir(ctx->spec->workdir + 1, err)) < 0)
-		return r;
-	for (size_t i = 0; i < ctx->nvolumes; i++) {
-		char dir[SPEC_PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s", ctx->volumes[i].target + 1);
-		char *slash = strrchr(dir, '/');
-		if (!ctx->volumes[i].is_dir) /* a file's mount point: its parent */
-			*(slash ? slash : dir) = '\0';
-		if (dir[0] && (r = ensure_dir(dir, err)) < 0)
-			return r;
-	}
-	_cleanup_close_ int etc = open("etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (etc < 0)
-		return error_set_errno(err, errno, "image root: open /etc");
-	if ((r = replace_file(etc, "hosts", ROOTFS_ETC_HOSTS, err)) < 0 ||
-	    (r = replace_file(etc, "hostname", ROOTFS_ETC_HOSTNAME, err)) < 0 ||
-	    (r = replace_file(etc, "resolv.conf", ROOTFS_ETC_RESOLV, err)) < 0)
-		return r;
 	return 0;
 }

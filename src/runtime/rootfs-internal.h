@@ -16,25 +16,19 @@
 
 /*
  * With the data tmpfs mounted at data_dfd (the --disk one), make the
- * image root's overlay: the launcher's id-mapped tree (*image_fd, which
- * is consumed) as its lower layer, its upper and work directories in that
- * tmpfs. Changes the cwd. *ret_root: the overlay, detached, nosuid and
- * nodev, for the caller to attach; *ret_upper: its upper directory, open
- * (O_RDONLY | O_DIRECTORY | O_CLOEXEC), which nothing else reaches once
- * the tmpfs is detached (a commit reads it: serve.h's sandbox_upper()).
- * 0 or -errno.
- */
-int rootfs_image_overlay(int data_dfd, int *image_fd, int *ret_root, int *ret_upper,
-			 struct error *err);
-
-/*
- * With the overlay as the cwd, before anything is mounted in it: every
+ * image root's overlay: the launcher's id-mapped tree (which comes on
+ * ctx->sync_fd, after the go) as its lower layer, its upper and work directories in that
+ * tmpfs. The upper layer starts with what the runtime needs: every
  * directory a mount goes on (dev, proc, tmp, the workdir, the volumes'
- * targets) and /etc made a real directory (a symlink or file of the image
- * in their way is removed, in the upper layer: an image cannot send a
- * mount or a write out of its root), and /etc's hosts, hostname and
- * resolv.conf written over the image's.
+ * targets) and /etc as real directories (a symlink or file of the image
+ * in their way hidden: an image cannot send a mount or a write out of its
+ * root), and /etc's hosts, hostname and resolv.conf, over the image's.
+ * Changes the cwd. *ret_root: the overlay, detached, nosuid and nodev, for
+ * the caller to attach; *ret_upper: its upper directory, open (O_RDONLY |
+ * O_DIRECTORY | O_CLOEXEC), which nothing else reaches once the tmpfs is
+ * detached (a commit reads it: serve.h's sandbox_upper()). 0 or -errno.
  */
-int rootfs_image_prepare(const struct launch_ctx *ctx, struct error *err);
+int rootfs_image_overlay(const struct launch_ctx *ctx, int data_dfd, int *ret_root, int *ret_upper,
+			 struct error *err);
 
 #endif

@@ -200,15 +200,17 @@ static int populate_image(int *tree_fd, struct error *err)
 /*
  * The writable storage: one tmpfs, cut into detached trees for /tmp,
  * /dev/shm and the workdir, so all three share the --disk size; with an
- * image (*image_fd >= 0), the overlay whose upper layer is in it too.
+ * image (image_root), the overlay whose upper layer is in it too.
  */
 struct data_trees {
 	int tmp, shm, work, root, upper;
 };
 
-static int make_data_trees(const char *mnt_dir, uint64_t disk, int *image_fd,
-			   struct data_trees *ret, struct error *err)
+static int make_data_trees(const struct launch_ctx *ctx, bool image_root, struct data_trees *ret,
+			   struct error *err)
 {
+	const char *mnt_dir = ctx->mnt_dir;
+	uint64_t disk = ctx->spec->disk_bytes;
 	char opts[128];
 	snprintf(opts, sizeof(opts), "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0755", disk,
 		 (uint64_t)(disk / DATA_INODE_BYTES + 64));
@@ -230,8 +232,7 @@ static int make_data_trees(const char *mnt_dir, uint64_t disk, int *image_fd,
 			return error_set_errno(err, errno, "clone %s", names[i]);
 	}
 	int r;
-	if (*image_fd >= 0 &&
-	    (r = rootfs_image_overlay(dfd, image_fd, &ret->root, &ret->upper, err)) < 0)
+	if (image_root && (r = rootfs_image_overlay(ctx, dfd, &ret->root, &ret->upper, err)) < 0)
 		return r;
 	if (umount2(mnt_dir, MNT_DETACH) < 0)
 		return error_set_errno(err, errno, "detach the data tmpfs");
@@ -313,22 +314,18 @@ int rootfs_setup(const struct launch_ctx *ctx, int *ret_upper, struct error *err
 {
 	const struct spec *spec = ctx->spec;
 	struct data_trees data = {-1, -1, -1, -1, -1};
-	int image_fd = ctx->image_fd;
-	bool image_root = image_fd >= 0;
+	bool image_root = spec->image_tree != NULL;
 	int r;
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return error_set_errno(err, errno, "make mounts private");
-	if ((r = make_data_trees(ctx->mnt_dir, spec->disk_bytes, &image_fd, &data, err)) < 0)
+	if ((r = make_data_trees(ctx, image_root, &data, err)) < 0)
 		goto out;
-	if (image_root) { /* / is the overlay: everything else goes in it */
+	if (image_root) { /* / is the overlay, made ready: everything else goes in it */
 		if (move_mount(data.root, "", AT_FDCWD, ctx->mnt_dir, MOVE_MOUNT_F_EMPTY_PATH) <
 			0 ||
-		    chdir(ctx->mnt_dir) < 0) {
+		    chdir(ctx->mnt_dir) < 0)
 			r = error_set_errno(err, errno, "image root: attach the overlay");
-			goto out;
-		}
-		r = rootfs_image_prepare(ctx, err);
 	} else if (mount("tmpfs", ctx->mnt_dir, "tmpfs", MS_NOSUID | MS_NODEV, ROOT_TMPFS_OPTS) <
 		       0 ||
 		   chdir(ctx->mnt_dir) < 0) {

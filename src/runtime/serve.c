@@ -48,6 +48,7 @@ static int check_serving(struct sandbox *sb, struct error *err)
 		return error_set(err, EOPNOTSUPP, "the sandbox was not started in serve mode");
 	if (sb->ctl.fd < 0 || sb->ctl.gone)
 		return error_set(err, EPIPE, "the sandbox's init is gone");
+	sandbox_reap_holders(sb);
 	return 0;
 }
 
