@@ -10,11 +10,15 @@
 #include "core/limits.h"
 #include "image/pull.h"
 #include "image/store.h"
+#include "image/user.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int check_digest(json_t *obj, const char *key, bool required, struct api_error *e)
 {
@@ -88,7 +92,7 @@ int image_fields_parse(json_t *root, json_t *out, bool *ret_image, struct api_er
 	if (pull && json_is_true(pull) && !image)
 		return INVALID(e, "pull", "pull needs an image");
 	if ((image && json_object_set(out, "image", image) < 0) ||
-	    (root_user && json_object_set_new(out, "user", json_string("root")) < 0) ||
+	    (user && image && json_object_set(out, "user", user) < 0) ||
 	    (cwd && json_object_set(out, "cwd", cwd) < 0) ||
 	    (json_is_true(pull) && json_object_set(out, "pull", pull) < 0))
 		return -ENOMEM;
@@ -144,6 +148,50 @@ static int default_cwd(json_t *spec, const struct image_config *cfg, struct api_
 	if (strcmp(dir, "/") != 0 && api_sandbox_path_check(dir, "cwd", &inner) < 0)
 		return INVALID(e, "image", "the image's WorkingDir: %s", inner.message);
 	return json_object_set_new(spec, "cwd", json_string(dir)) < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * The image's User, as "UID:GID", unless the request says who runs ("user":
+ * "root", or "sandbox", which is dropped here: no "user" is the sandbox
+ * user). Root stays opt-in: an image whose User is root runs as the
+ * sandbox user unless the request asks for root. The ids must be the
+ * sandbox's own (below SPEC_IDS).
+ */
+static int default_user(json_t *spec, struct image_store *store, const struct image_info *info,
+			const struct image_config *cfg, struct api_error *e)
+{
+	const char *asked = json_string_value(json_object_get(spec, "user"));
+	if (asked) {
+		if (strcmp(asked, "sandbox") == 0)
+			(void)json_object_del(spec, "user");
+		return 0;
+	}
+	if (!cfg->user || !*cfg->user)
+		return 0;
+	char path[PATH_MAX];
+	if (image_tree_path(store, info, path, sizeof(path)) < 0)
+		return api_error_internal(e, ENAMETOOLONG, "the image's tree: path too long");
+	int tree = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (tree < 0)
+		return api_error_internal(e, errno, "cannot open the image's tree");
+	uid_t uid;
+	gid_t gid;
+	struct error err = {0};
+	int r = image_user_resolve(tree, cfg->user, &uid, &gid, &err);
+	close(tree);
+	if (r == -EINVAL)
+		return INVALID(e, "image", "the image's %s", err.msg);
+	if (r < 0)
+		return r == -ENOMEM ? r : api_error_internal(e, -r, err.msg);
+	if (uid == 0)
+		return 0;
+	if (uid >= SPEC_IDS || gid >= SPEC_IDS)
+		return INVALID(e, "image",
+			       "the image's User '%s' is %u:%u, past a sandbox's ids (below %u)",
+			       cfg->user, (unsigned)uid, (unsigned)gid, SPEC_IDS);
+	char text[32];
+	snprintf(text, sizeof(text), "%u:%u", (unsigned)uid, (unsigned)gid);
+	return json_object_set_new(spec, "user", json_string(text)) < 0 ? -ENOMEM : 0;
 }
 
 /* Entrypoint + Cmd as a task's command, unless the request has one. */
@@ -244,6 +292,8 @@ int image_choice_apply(struct image_store *store, const struct image_registries 
 		r = merge_env(spec, &cfg, e);
 	if (r == 0)
 		r = default_cwd(spec, &cfg, e);
+	if (r == 0)
+		r = default_user(spec, store, &info, &cfg, e);
 	if (r == 0 && task)
 		r = default_command(spec, &cfg, e);
 	(void)json_object_del(spec, "pull");

@@ -5,6 +5,7 @@
 
 #include "client/client.h"
 #include "image/store.h"
+#include "image/user.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -90,6 +91,25 @@ int run_image_apply(struct run_image *im, struct spec *s, struct error *err)
 		memcpy(im->cwd, workdir, wlen);
 		im->cwd[wlen] = '\0';
 		s->cwd = im->cwd;
+	}
+
+	/* its User, as agentboxd makes it a sandbox's default (image-choice.c): root stays opt-in
+	 */
+	const char *user = json_string_value(json_object_get(cfg, "user"));
+	if (user && *user && !im->user_given) {
+		uid_t uid;
+		gid_t gid;
+		if ((r = image_user_resolve(im->use_fd, user, &uid, &gid, err)) < 0)
+			return error_set(err, -r, "--image %s: its %s", im->ref, err->msg);
+		if (uid >= SPEC_IDS || gid >= SPEC_IDS)
+			return error_set(err, EINVAL,
+					 "--image %s: its User '%s' is past a sandbox's ids",
+					 im->ref, user);
+		if (uid != 0) {
+			s->user = SPEC_USER_IDS;
+			s->uid = uid;
+			s->gid = gid;
+		}
 	}
 
 	/* the image's Env first: the run's own --env, later, wins (spec_build_env()) */

@@ -9,7 +9,8 @@
  * (image/store.h's image_use_begin()), so that it cannot be removed
  * meanwhile. The image's config gives the defaults, as for a task
  * (docs/images.md): its Env beneath --env, its WorkingDir as where the
- * command starts, and its Entrypoint + Cmd when the run gives no command.
+ * command starts, its User (but root, which stays --user root's) unless
+ * --user is given, and its Entrypoint + Cmd when the run gives no command.
  */
 #ifndef AGENTBOX_CLI_RUN_IMAGE_H
 #define AGENTBOX_CLI_RUN_IMAGE_H
@@ -18,6 +19,7 @@
 #include "runtime/spec.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #define RUN_STATE_DIR_DEFAULT "/var/lib/agentbox" /* agentboxd's own default */
 
@@ -30,6 +32,7 @@ struct run_image {
 	json_t *image;	       /* agentboxd's answer: the strings the spec gets point into it */
 	const char **env;      /* the image's Env, then the spec's own */
 	const char **argv;     /* Entrypoint + Cmd, for a run without a command */
+	bool user_given;       /* --user: the image's User is not the default */
 };
 
 void run_image_init(struct run_image *im);

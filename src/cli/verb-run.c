@@ -198,6 +198,7 @@ static int parse_value(int opt, const char *arg, struct run_args *a, struct erro
 		a->image.state_dir = arg;
 		return 0;
 	case OPT_USER:
+		a->image.user_given = true;
 		if (strcmp(arg, "root") == 0)
 			s->user = SPEC_USER_ROOT;
 		else if (strcmp(arg, "sandbox") == 0)

@@ -25,9 +25,11 @@
 #define SPEC_ARGV_MAX	    4096		   /* arguments in the command */
 #define SPEC_ENV_MAX	    256			   /* --env entries, a request's env */
 /* what agentbox adds to them: AGENTBOX_*, HTTP(S)_PROXY, the CA's, secrets' placeholders */
-#define SPEC_ENV_ADDED_MAX   32
-#define SPEC_VOLUMES_MAX     32
-#define SPEC_PATH_MAX	     1024	  /* bytes in any path we are given */
+#define SPEC_ENV_ADDED_MAX 32
+#define SPEC_VOLUMES_MAX   32
+#define SPEC_PATH_MAX	   1024 /* bytes in any path we are given */
+/* ids a sandbox's user namespace maps, 0..SPEC_IDS-1 (runtime/uidrange.h) */
+#define SPEC_IDS	     65536u
 #define SPEC_ENV_ENTRY_MAX   (32 * 1024)  /* bytes in one KEY=VALUE */
 #define SPEC_FILES_MAX	     1024	  /* files placed in the sandbox at start */
 #define SPEC_FILES_BYTES_MAX (4ULL << 20) /* their total size */

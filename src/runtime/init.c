@@ -181,12 +181,15 @@ static int restrict_files(const struct launch_ctx *ctx, struct error *err)
 	return r == -EOPNOTSUPP ? 0 : r; /* absent: the other layers stand alone */
 }
 
-/* Step 5's drop: to the sandbox user, or (user root) to root's few caps. */
+/* Step 5's drop: to the command's user, or (user root) to root's few caps. */
 static int drop_privileges(const struct spec *spec, struct error *err)
 {
 	if (spec->user == SPEC_USER_ROOT)
 		return privs_keep_root(err);
-	return privs_drop(SANDBOX_UID, SANDBOX_GID, err);
+	uid_t uid;
+	gid_t gid;
+	spec_command_ids(spec, &uid, &gid);
+	return privs_drop(uid, gid, err);
 }
 
 /*

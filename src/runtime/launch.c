@@ -531,8 +531,11 @@ int sandbox_start(const struct spec *spec, struct sandbox **ret, struct error *e
 			goto fail;
 		}
 	}
+	uid_t command_uid;
+	gid_t command_gid;
+	spec_command_ids(spec, &command_uid, &command_gid);
 	for (size_t i = 0; i < spec->nvolumes; i++) {
-		r = prepare_volume(&init_spec->volumes[i], sb->ids.base + SANDBOX_UID,
+		r = prepare_volume(&init_spec->volumes[i], sb->ids.base + command_uid,
 				   &ctx.volumes[ctx.nvolumes], &sb->holders, err);
 		if (r < 0)
 			goto fail;

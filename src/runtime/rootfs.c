@@ -220,12 +220,15 @@ static int make_data_trees(const struct launch_ctx *ctx, bool image_root, struct
 	if (dfd < 0)
 		return error_set_errno(err, errno, "open the data tmpfs");
 	static const char *const names[] = {"tmp", "shm", "work"};
+	uid_t uid; /* the workdir is the command's user's */
+	gid_t gid;
+	spec_command_ids(ctx->spec, &uid, &gid);
 	int *fds[] = {&ret->tmp, &ret->shm, &ret->work};
 	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
 		bool is_work = i == 2;
 		if (mkdirat(dfd, names[i], 0755) < 0 ||
 		    fchmodat(dfd, names[i], is_work ? 0755 : 01777, 0) < 0 ||
-		    (is_work && fchownat(dfd, names[i], SANDBOX_UID, SANDBOX_GID, 0) < 0))
+		    (is_work && fchownat(dfd, names[i], uid, gid, 0) < 0))
 			return error_set_errno(err, errno, "prepare %s", names[i]);
 		*fds[i] = open_tree(dfd, names[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 		if (*fds[i] < 0)

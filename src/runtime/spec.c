@@ -169,6 +169,13 @@ static int check_env(const char *kv, struct error *err)
 	return 0;
 }
 
+void spec_command_ids(const struct spec *spec, uid_t *ret_uid, gid_t *ret_gid)
+{
+	bool ids = spec->user == SPEC_USER_IDS;
+	*ret_uid = ids ? spec->uid : SANDBOX_UID;
+	*ret_gid = ids ? spec->gid : SANDBOX_GID;
+}
+
 int spec_validate(const struct spec *spec, struct error *err)
 {
 	int r;
@@ -205,8 +212,14 @@ int spec_validate(const struct spec *spec, struct error *err)
 	if (spec->image_tree &&
 	    (r = check_host_path("--image-tree", spec->image_tree, false, err)) < 0)
 		return r;
-	if (spec->user != SPEC_USER_SANDBOX && spec->user != SPEC_USER_ROOT)
+	if (spec->user != SPEC_USER_SANDBOX && spec->user != SPEC_USER_ROOT &&
+	    spec->user != SPEC_USER_IDS)
 		return error_set(err, EINVAL, "--user: unknown user");
+	if (spec->user == SPEC_USER_IDS &&
+	    (spec->uid == 0 || spec->uid >= SPEC_IDS || spec->gid >= SPEC_IDS))
+		return error_set(err, EINVAL, "user %u:%u: not ids 1..%u:0..%u of the sandbox",
+				 (unsigned)spec->uid, (unsigned)spec->gid, SPEC_IDS - 1,
+				 SPEC_IDS - 1);
 	for (size_t i = 0; i < spec->nenv; i++)
 		if ((r = check_env(spec->env[i], err)) < 0)
 			return r;

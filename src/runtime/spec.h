@@ -13,6 +13,8 @@
  * Inside every sandbox (the contract the probes and docs rely on):
  *   - the command runs as uid 1000, gid 1000 ("sandbox"), with no
  *     capabilities, no_new_privs, and the seccomp and Landlock policies;
+ *     or, with user SPEC_USER_IDS, as spec->uid and spec->gid of the
+ *     sandbox's user namespace (an image's User), the same otherwise;
  *     or, with user SPEC_USER_ROOT, as uid 0 of the sandbox's user
  *     namespace (its own host range, never the host's root) with only
  *     PRIVS_ROOT_CAPS (privs.h), and the same policies;
@@ -76,6 +78,7 @@ enum network_mode {
 enum spec_user {
 	SPEC_USER_SANDBOX = 0, /* SANDBOX_UID/GID, no capabilities: the default */
 	SPEC_USER_ROOT,	       /* uid 0 of the namespace, PRIVS_ROOT_CAPS only */
+	SPEC_USER_IDS,	       /* spec->uid/gid (an image's User), no capabilities */
 };
 
 struct spec {
@@ -131,6 +134,8 @@ struct spec {
 	 */
 	const char *image_tree;
 	enum spec_user user;
+	uid_t uid; /* with SPEC_USER_IDS: 1..SPEC_IDS-1 inside (0 is SPEC_USER_ROOT's) */
+	gid_t gid; /* with SPEC_USER_IDS: 0..SPEC_IDS-1 inside */
 	enum network_mode network;
 
 	/*
@@ -162,6 +167,13 @@ int spec_add_env(struct spec *spec, const char *kv);
  * outlive the spec; it is split in place. 0 or -EINVAL (err says why).
  */
 int spec_add_volume(struct spec *spec, char *arg, struct error *err);
+
+/*
+ * Who owns what the command's user owns (the workdir, a volume's files):
+ * SANDBOX_UID/GID, or spec->uid/gid with SPEC_USER_IDS. Root's (SPEC_USER_
+ * ROOT) are the sandbox user's too: root may write them anyway.
+ */
+void spec_command_ids(const struct spec *spec, uid_t *ret_uid, gid_t *ret_gid);
 
 /*
  * Check every field against the limits above and the paths against the

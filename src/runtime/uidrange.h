@@ -15,12 +15,13 @@
 #define AGENTBOX_RUNTIME_UIDRANGE_H
 
 #include "base/error.h"
+#include "core/limits.h"
 
 #include <stdbool.h>
 #include <sys/types.h>
 
 #define UIDRANGE_BASE  200000000u
-#define UIDRANGE_SIZE  65536u
+#define UIDRANGE_SIZE  SPEC_IDS
 #define UIDRANGE_SLOTS 16384u /* top id: 200000000 + 2^30, below 2^31 */
 /*
  * The range just below the sandboxes': the host ids of the files of an

@@ -80,8 +80,11 @@ int spec_json_image(const json_t *spec, const char *state_dir, struct spec_image
 	const char *config = json_string_value(json_object_get(image, "config"));
 	if (!config || !image_digest_is_valid(config))
 		return error_set(err, EINVAL, "spec.image: no config digest");
-	if (user && strcmp(user, "root") != 0)
-		return error_set(err, EINVAL, "spec.user: '%s' is not root", user);
+	unsigned uid = 0, gid = 0;
+	char end = 0;
+	bool ids = user && sscanf(user, "%u:%u%c", &uid, &gid, &end) == 2;
+	if (user && strcmp(user, "root") != 0 && !ids)
+		return error_set(err, EINVAL, "spec.user: '%s' is not root or UID:GID", user);
 	if (cwd && (cwd[0] != '/' || strlen(cwd) >= sizeof(img->cwd)))
 		return error_set(err, EINVAL, "spec.cwd: not an absolute path");
 	int r = image_use_begin(state_dir, config, &img->use_fd, err);
@@ -90,7 +93,9 @@ int spec_json_image(const json_t *spec, const char *state_dir, struct spec_image
 	/* the tree by its open fd: what is mounted is what is held */
 	snprintf(img->tree, sizeof(img->tree), "/proc/self/fd/%d", img->use_fd);
 	s->image_tree = img->tree;
-	s->user = user ? SPEC_USER_ROOT : SPEC_USER_SANDBOX;
+	s->user = ids ? SPEC_USER_IDS : user ? SPEC_USER_ROOT : SPEC_USER_SANDBOX;
+	s->uid = uid; /* spec_validate() checks their range */
+	s->gid = gid;
 	if (cwd) {
 		snprintf(img->cwd, sizeof(img->cwd), "%s", cwd);
 		s->cwd = img->cwd;

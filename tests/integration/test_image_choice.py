@@ -307,3 +307,76 @@ def test_agentbox_run_with_an_image_of_the_store(daemon):
     elsewhere = cli(daemon, "run", "--image", "busybox:1", "--state-dir", "/nonexistent", "--",
                     "true", check=False)
     assert elsewhere.returncode == 125 and "--state-dir" in elsewhere.stderr
+
+
+def _import(d, name, config, files=None):
+    layout, digest = busybox_layout(name, config, files=files)
+    path = d.state.parent / (name.replace(":", "-").replace("/", "-") + ".tar")
+    path.write_bytes(layout)
+    cli(d, "image", "import", str(path), "--name", name)
+    return digest
+
+
+APP_FILES = {"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n"
+                           "app:x:1234:1235:the app:/home/app:/bin/sh\n",
+             "etc/group": "root:x:0:\napp:x:1235:\nstaff:x:50:app\n"}
+WHO = ["sh", "-c", "id -u; id -g; touch mine && stat -c %u:%g mine; pwd"]
+
+
+def test_the_images_user_runs_the_command(daemon):
+    """The image's User (a name of its own /etc/passwd, a group of its own
+    /etc/group, or numbers) runs a task's command and a sandbox's execs,
+    and owns the workdir; --user sandbox gives the sandbox user back; an
+    image whose User is root runs as the sandbox user (root stays opt-in)."""
+    _import(daemon, "user-app:1", {"Env": ["PATH=/bin"], "User": "app"}, APP_FILES)
+    _import(daemon, "user-staff:1", {"Env": ["PATH=/bin"], "User": "app:staff"}, APP_FILES)
+    _import(daemon, "user-num:1", {"Env": ["PATH=/bin"], "User": "4321:4322"})
+    _import(daemon, "user-root:1", {"Env": ["PATH=/bin"], "User": "root"})
+
+    task, out = run_task(daemon, "--image", "user-app:1", "--", *WHO)
+    assert task["status"] == "succeeded", (task, out)
+    assert out == "1234\n1235\n1234:1235\n/workspace\n", out
+    assert task["user"] == "1234:1235"  # the stored spec says who ran it
+    task, out = run_task(daemon, "--image", "user-app:1", "--user", "sandbox", "--", *WHO)
+    assert out.splitlines()[:3] == ["1000", "1000", "1000:1000"], out
+    assert "user" not in task
+    task, out = run_task(daemon, "--image", "user-root:1", "--", *WHO)
+    assert out.splitlines()[:2] == ["1000", "1000"], out  # root is opt-in
+    task, out = run_task(daemon, "--image", "user-root:1", "--user", "root", "--", "id", "-u")
+    assert out == "0\n"
+
+    for image, ids in (("user-staff:1", ("1234", "50")), ("user-num:1", ("4321", "4322"))):
+        sb = cli(daemon, "sandbox", "create", "--image", image).stdout.strip()
+        try:
+            out = cli(daemon, "exec", sb, "--", *WHO).stdout.splitlines()
+            assert out[:3] == [ids[0], ids[1], f"{ids[0]}:{ids[1]}"], (image, out)
+            # a file put through the API is the command's user's too
+            status, body = daemon.request("PUT", f"/v1/sandboxes/{sb}/files?path=/workspace/up.txt",
+                                          b"hi", {"Content-Type": "application/octet-stream"})
+            assert status == 201, body
+            owner = cli(daemon, "exec", sb, "--", "stat", "-c", "%u", "up.txt").stdout.strip()
+            assert owner == ids[0]
+        finally:
+            cli(daemon, "sandbox", "rm", sb)
+
+    run = ["run", "--state-dir", str(daemon.state)]
+    assert cli(daemon, *run, "--image", "user-app:1", "--", "id", "-u").stdout == "1234\n"
+    assert cli(daemon, *run, "--image", "user-app:1", "--user", "sandbox", "--",
+               "id", "-u").stdout == "1000\n"
+
+
+def test_an_image_user_it_cannot_name_is_a_400(daemon):
+    """A User the image's /etc/passwd or /etc/group lacks, or ids past a
+    sandbox's 65536, is 400 invalid_field naming the image; nothing runs."""
+    cases = {"user-nobody:1": "nobody", "user-nogroup:1": "app:wheel",
+             "user-far:1": "70000"}
+    for name, user in cases.items():
+        _import(daemon, name, {"Env": ["PATH=/bin"], "User": user}, APP_FILES)
+        for path, body in (("/v1/tasks", {"command": ["true"], "image": name}),
+                           ("/v1/sandboxes", {"image": name})):
+            status, err = daemon.request("POST", path, json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+            assert status == 400, (name, path, status, err)
+            assert err["error"]["code"] == "invalid_field", err
+            assert err["error"]["field"] == "image", err
+            assert user.split(":")[-1] in err["error"]["message"], err
