@@ -27,6 +27,7 @@ struct stream {
 	uint32_t attempt; /* the attempt being read; 0 before the first */
 	uint64_t offset;
 	uint64_t skip; /* bytes of the stream still to leave out (offset=) */
+	char last;     /* the stream's last byte so far, sent or skipped; '\n' at first */
 	/* events */
 	int64_t after;
 	int64_t last_sent_ms;
@@ -41,6 +42,8 @@ static void sleep_ms(long ms)
 
 static int append(struct stream *s, const char *buf, size_t len)
 {
+	if (len)
+		s->last = buf[len - 1];
 	if (s->skip) {
 		size_t k = s->skip < len ? (size_t)s->skip : len;
 		s->skip -= k;
@@ -78,7 +81,13 @@ static void attempt_path(struct stream *s, uint32_t attempt, const char *file, c
 		buf[0] = '\0'; /* opens nothing */
 }
 
-/* Read the durable new part of the current attempt's output into pending. */
+/*
+ * Read the durable new part of the current attempt's output into pending.
+ * The stream's bytes are a function of the task alone, whenever it is
+ * read, so that offset= resumes it exactly: each attempt after the first
+ * starts with "[agentbox: attempt N]" on a line of its own; the first has
+ * no such line (a stream begun in it cannot know whether another comes).
+ */
 static int fill_logs(struct stream *s)
 {
 	char path[4400];
@@ -88,8 +97,6 @@ static int fill_logs(struct stream *s)
 		if (attempt == 0)
 			return over ? 1 : 0;
 		s->attempt = 1;
-		if (attempt > 1 && append(s, "[agentbox: attempt 1]\n", 22) < 0)
-			return -ENOMEM;
 	}
 	uint64_t durable = 0;
 	attempt_path(s, s->attempt, LAYOUT_OUTPUT_LEN, path, sizeof(path));
@@ -110,8 +117,8 @@ static int fill_logs(struct stream *s)
 	bool ended = access(path, F_OK) == 0;
 	if (ended && s->attempt < attempt) {
 		char marker[64];
-		int n = snprintf(marker, sizeof(marker), "[agentbox: attempt %" PRIu32 "]\n",
-				 ++s->attempt);
+		int n = snprintf(marker, sizeof(marker), "%s[agentbox: attempt %" PRIu32 "]\n",
+				 s->last == '\n' ? "" : "\n", ++s->attempt);
 		s->offset = 0;
 		return append(s, marker, (size_t)n);
 	}
@@ -210,6 +217,7 @@ enum MHD_Result stream_start(struct daemon *d, struct MHD_Connection *c,
 			     .s = *as,
 			     .after = as->after_seq,
 			     .skip = as->route == API_ROUTE_TASK_LOGS ? as->offset : 0,
+			     .last = '\n',
 			     .last_sent_ms = wall_clock_ms()};
 	if (store_open_sqlite(d->db_path, &s->st, &err) < 0) {
 		fprintf(stderr, "agentboxd: stream: %s\n", err.msg);

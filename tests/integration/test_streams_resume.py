@@ -271,3 +271,27 @@ def test_logs_offset_skips_what_the_client_has(daemon):
     assert (st, body) == (200, b"")
     st, body = daemon.request("GET", f"/v1/tasks/{tid}/logs?offset=6")
     assert st == 400 and body["error"]["field"] == "offset"
+
+
+def test_logs_follow_is_one_stream_whenever_it_is_read(daemon):
+    """The followed output is the same bytes whenever the stream began, so
+    that offset= resumes it exactly across attempts: each attempt after the
+    first starts with "[agentbox: attempt N]" on a line of its own, and the
+    first has no such line (a stream begun during the first attempt cannot
+    know that a second will come, and a stream begun later must say the
+    same)."""
+    script = ('if [ "$AGENTBOX_ATTEMPT" = 1 ]; then printf one; exit 1; fi; '
+              'printf "two\\n"')
+    tid = daemon.submit(command=["sh", "-c", script], max_attempts=2, retry_on=["failed"])
+    t = wait_final(daemon, tid)
+    assert t["status"] == "succeeded" and t["attempt"] == 2, t
+    stream = b"one\n[agentbox: attempt 2]\ntwo\n"
+    st, body = daemon.request("GET", f"/v1/tasks/{tid}/logs?follow=1", raw=True)[:2]
+    assert (st, body) == (200, stream)
+    for offset in (1, 3, 4, len(stream) - 4):
+        st, body = daemon.request("GET", f"/v1/tasks/{tid}/logs?follow=1&offset={offset}",
+                                  raw=True)[:2]
+        assert (st, body) == (200, stream[offset:]), offset
+    # without follow the whole answer marks every attempt, the first too
+    st, whole = daemon.request("GET", f"/v1/tasks/{tid}/logs", raw=True)[:2]
+    assert whole == b"[agentbox: attempt 1]\none\n[agentbox: attempt 2]\ntwo\n"
