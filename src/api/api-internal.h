@@ -42,6 +42,8 @@ struct api_query {
  */
 int api_query_parse(const char *query, const char *const *allowed, struct api_query *ret,
 		    struct api_error *e);
+/* Percent-decode s in place ('+' is a space); false on a bad escape or a decoded NUL. */
+bool api_percent_decode(char *s);
 /* The value of name, or NULL. */
 const char *api_query_get(const struct api_query *q, const char *name);
 void api_query_release(struct api_query *q);
@@ -143,8 +145,9 @@ int api_sandboxes_create(struct api_call *c);
 int api_sandbox_get(struct api_call *c);
 int api_sandbox_delete(struct api_call *c);
 int api_sandbox_timeout(struct api_call *c);
-int api_sandbox_pause(struct api_call *c); /* and resume */
-int api_sandbox_exec(struct api_call *c);  /* sandbox-exec.c */
+int api_sandbox_pause(struct api_call *c);    /* and resume */
+int api_sandbox_exec(struct api_call *c);     /* sandbox-exec.c */
+int api_sandbox_exec_get(struct api_call *c); /* a terminal's GET (terminal-get.h) */
 int api_sandbox_processes(struct api_call *c);
 /* The most refusals GET .../network lists: the newest. */
 #define API_NETWORK_DENIED_MAX 1000

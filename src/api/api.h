@@ -106,6 +106,10 @@ struct api_request {
 	const char *connection; /* Connection */
 	const char *ws_key;	/* Sec-WebSocket-Key */
 	const char *ws_version; /* Sec-WebSocket-Version */
+	/* Sec-WebSocket-Protocol (its first header), or NULL: agentbox.terminal.v1,
+	 * and a browser's key as agentbox.key.<base64url> (terminal-get.h) */
+	const char *ws_protocol;
+	const char *origin; /* Origin (a browser's handshake), or NULL */
 	/* the Last-Event-ID header (a reconnecting event stream's last seq), or NULL */
 	const char *last_event_id;
 };
@@ -162,11 +166,14 @@ enum api_route_id {
 	API_ROUTE_TASK_ARTIFACT, /* {path}: the rest of the path */
 	/* an ended task's rows and files (tasks.c) */
 	API_ROUTE_TASK_DELETE,
+	/* a terminal as a GET handshake, the query its exec request (a browser's) */
+	API_ROUTE_SANDBOX_EXEC_GET,
 	API_ROUTE_COUNT
 };
 
 #define API_ROUTE_IS_SANDBOX(id)                                                                   \
-	((id) >= API_ROUTE_SANDBOXES_LIST && (id) <= API_ROUTE_FILES_DELETE)
+	(((id) >= API_ROUTE_SANDBOXES_LIST && (id) <= API_ROUTE_FILES_DELETE) ||                   \
+	 (id) == API_ROUTE_SANDBOX_EXEC_GET)
 
 /* What a response carries: a body, or what the server must serve (see top). */
 enum api_response_kind {
@@ -227,6 +234,7 @@ struct api_terminal {
 	long pid;
 	int master;
 	char key[WS_KEY_LEN + 1];
+	bool protocol; /* the client offered subprotocols: the 101 names API_WS_PROTOCOL */
 	const struct fleet_ops *ops;
 	struct fleet *fleet;
 };
@@ -351,6 +359,13 @@ struct api_ctx {
 	/* The audit log's rows kept, oldest pruned past it (1..STORE_AUDIT_ROWS_MAX;
 	 * 0: API_AUDIT_ROWS_DEFAULT). */
 	size_t audit_rows;
+	/*
+	 * The origins whose pages may open a terminal (agentboxd --allow-origin,
+	 * "https://host[:port]"): a terminal's handshake that carries Origin is
+	 * 403 unless it is one of these (terminal-get.h). NULL/0: none may.
+	 */
+	const char *const *origins;
+	size_t norigins;
 	/* Every tenant's quotas where its own do not say (quotas.c); NULL: none. */
 	const struct quota *quota_defaults;
 	/*

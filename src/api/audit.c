@@ -66,6 +66,9 @@ void api_audit_note(const struct api_call *c, const struct api_match *m,
 	*ret = (struct api_audit_entry){.time = c->now, .uid = -1, .keep = c->ctx->audit_rows};
 	ret->refusal = c->res->status == 401;
 	ret->method = mutating_method(c->req->method);
+	/* a terminal's GET runs a command as its POST does: recorded alike */
+	if (!ret->method && m && m->route && m->route->id == API_ROUTE_SANDBOX_EXEC_GET)
+		ret->method = "GET";
 	ret->wanted = ret->refusal || ret->method;
 	snprintf(ret->source, sizeof(ret->source), "%s", c->ctx->source);
 	if (ret->refusal) {

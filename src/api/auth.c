@@ -8,6 +8,9 @@
  * (API_LEGACY_KEY_ID). Nothing is cached: a key revoked or expired is
  * refused at its next request.
  *
+ * A terminal's handshake may carry its key in Sec-WebSocket-Protocol
+ * instead (a browser's WebSocket cannot set a header: terminal-get.h).
+ *
  * On the unix socket the peer's credentials decide (SO_PEERCRED, read by
  * the server): root is an admin of the default tenant; a user that
  * agentboxd --socket-user maps is a member of its tenant; anyone else is
@@ -18,6 +21,7 @@
  */
 #include "api/api-internal.h"
 
+#include "api/terminal-get.h"
 #include "auth/key.h"
 
 #include <errno.h>
@@ -82,11 +86,34 @@ int api_authenticate(struct api_ctx *ctx, const struct api_request *req, int64_t
 	return api_authenticate_why(ctx, req, now, ret, e, NULL);
 }
 
-int api_authenticate_why(struct api_ctx *ctx, const struct api_request *req, int64_t now,
-			 struct api_principal *ret, struct api_error *e, struct api_refusal *why)
+/*
+ * The key of req: its Authorization, or on a terminal's handshake the one
+ * in its subprotocols (terminal-get.h; written into buf, which the caller
+ * wipes). Both at once, or a malformed one there: refused.
+ */
+static int key_header(const struct api_request *req, char buf[API_WS_BEARER_SIZE], const char **ret,
+		      struct api_error *e, struct api_refusal *why)
 {
-	*ret = (struct api_principal){.uid = -1};
-	if (!ctx->tcp && !req->authorization) {
+	int found = api_ws_bearer(req, buf);
+	*ret = req->authorization;
+	if (found < 0)
+		return unauthorized(e, why, "malformed_key",
+				    "the subprotocol " API_WS_KEY_PREFIX
+				    "<key> must be the base64url of one key, once");
+	if (found && req->authorization)
+		return unauthorized(e, why, "malformed_key",
+				    "a key in Authorization and one in Sec-WebSocket-Protocol: "
+				    "send one");
+	if (found)
+		*ret = buf;
+	return 0;
+}
+
+/* Who asks, by the key header (NULL: none; then the peer's uid on the unix socket). */
+static int authenticate(struct api_ctx *ctx, const char *header, int64_t now,
+			struct api_principal *ret, struct api_error *e, struct api_refusal *why)
+{
+	if (!ctx->tcp && !header) {
 		if (ctx->peer_uid == 0) {
 			snprintf(ret->tenant, sizeof(ret->tenant), "%s", TENANT_DEFAULT);
 			ret->role = KEY_ROLE_ADMIN;
@@ -107,7 +134,7 @@ int api_authenticate_why(struct api_ctx *ctx, const struct api_request *req, int
 				    "UID=TENANT), and sent no key");
 	}
 	struct key_record k;
-	int r = find_key(ctx, req->authorization, now, &k, e, why);
+	int r = find_key(ctx, header, now, &k, e, why);
 	if (r < 0)
 		return r;
 	snprintf(ret->tenant, sizeof(ret->tenant), "%s", k.tenant);
@@ -115,6 +142,19 @@ int api_authenticate_why(struct api_ctx *ctx, const struct api_request *req, int
 	ret->role = k.role;
 	key_record_release(&k);
 	return 0;
+}
+
+int api_authenticate_why(struct api_ctx *ctx, const struct api_request *req, int64_t now,
+			 struct api_principal *ret, struct api_error *e, struct api_refusal *why)
+{
+	*ret = (struct api_principal){.uid = -1};
+	char buf[API_WS_BEARER_SIZE];
+	const char *header = NULL;
+	int r = key_header(req, buf, &header, e, why);
+	if (r == 0)
+		r = authenticate(ctx, header, now, ret, e, why);
+	explicit_bzero(buf, sizeof(buf));
+	return r;
 }
 
 int api_check_owner(struct api_call *c, bool sandbox)

@@ -20,8 +20,7 @@ static int hex_value(char c)
 	return -1;
 }
 
-/* Decode s in place; false on a bad escape or a decoded NUL. */
-static bool percent_decode(char *s)
+bool api_percent_decode(char *s)
 {
 	char *out = s;
 	for (; *s; s++) {
@@ -60,7 +59,7 @@ static int parse_into(char *s, const char *const *allowed, struct api_query *q, 
 			*eq = '\0';
 			value = eq + 1;
 		}
-		if (!percent_decode(part) || !percent_decode(value))
+		if (!api_percent_decode(part) || !api_percent_decode(value))
 			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
 					     "the query string has a bad %%-escape");
 		if (!*part)

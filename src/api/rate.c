@@ -4,6 +4,7 @@
  * principal's bucket, and the 429 rate_limited that names the limit.
  */
 #include "api/api-internal.h"
+#include "api/terminal-get.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -104,7 +105,7 @@ bool api_admit(struct api_ctx *ctx, const struct api_request *req, struct api_re
 	api_rate_source(ctx->source, source);
 	uint32_t wait;
 	int64_t now = ctx->now_ms ? ctx->now_ms() : wall_clock_ms();
-	if (rate && rate->auth_failures && req->authorization &&
+	if (rate && rate->auth_failures && api_request_has_key(req) &&
 	    (wait = ratelimit_peek(rate->auth_failures, source, mono))) {
 		rate_limited(ret, rate->auth_failures, "auth_failures",
 			     "too many failed authentications from this address", wait);
@@ -116,7 +117,7 @@ bool api_admit(struct api_ctx *ctx, const struct api_request *req, struct api_re
 	struct api_refusal why = {0};
 	if (api_authenticate_why(ctx, req, now, &who, &e, &why) < 0) {
 		/* only a key costs a lookup: one without is refused as cheaply as a 429 */
-		if (rate && rate->auth_failures && req->authorization &&
+		if (rate && rate->auth_failures && api_request_has_key(req) &&
 		    e.code == API_ERR_UNAUTHORIZED)
 			(void)ratelimit_take(rate->auth_failures, source, mono);
 		refused(ret, &e);

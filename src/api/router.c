@@ -26,6 +26,8 @@
 #define ROUTE_JSON_BODY 0x100u
 /* An admin's alone: 403 for a member. */
 #define ROUTE_ADMIN 0x200u
+/* The handler reads the query itself (repeated parameters: a terminal's GET). */
+#define ROUTE_OWN_QUERY 0x400u
 
 static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_HEALTHZ, "GET", "/healthz", API_ROUTE_PUBLIC},
@@ -73,6 +75,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_TASK_ARTIFACTS, "GET", "/v1/tasks/{id}/artifacts", 0},
     {API_ROUTE_TASK_ARTIFACT, "GET", "/v1/tasks/{id}/artifacts/{path}", 0},
     {API_ROUTE_TASK_DELETE, "DELETE", "/v1/tasks/{id}", 0},
+    {API_ROUTE_SANDBOX_EXEC_GET, "GET", "/v1/sandboxes/{id}/exec", ROUTE_OWN_QUERY},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -120,6 +123,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_TASK_ARTIFACTS] = api_task_artifacts,
     [API_ROUTE_TASK_ARTIFACT] = api_task_artifact,
     [API_ROUTE_TASK_DELETE] = api_task_delete,
+    [API_ROUTE_SANDBOX_EXEC_GET] = api_sandbox_exec_get,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};
@@ -349,7 +353,9 @@ int api_prepare(struct api_call *c, struct api_match *m, struct api_query *q)
 			    "not a process id: a decimal number from 1 to 4194304");
 		c->pid = v;
 	}
-	int r = api_query_parse(req->query, api_route_params[m->route->id], q, c->err);
+	int r = m->route->flags & ROUTE_OWN_QUERY
+		    ? 0
+		    : api_query_parse(req->query, api_route_params[m->route->id], q, c->err);
 	if (r < 0)
 		return r;
 	if ((r = api_check_owner(c, API_ROUTE_IS_SANDBOX(m->route->id))) < 0)

@@ -7,6 +7,7 @@
 #include "api/api-internal.h"
 #include "api/output.h"
 #include "api/sandbox-request.h"
+#include "api/terminal-get.h"
 #include "base/json-cleanup.h"
 #include "core/layout.h"
 
@@ -156,38 +157,27 @@ static bool wants_event_stream(const struct api_request *req)
 	return req->accept && strstr(req->accept, "text/event-stream");
 }
 
-/* Does the comma-separated header value list hold token (case-insensitive)? */
-static bool has_token(const char *list, const char *token)
-{
-	size_t n = strlen(token);
-	for (const char *p = list; p && *p;) {
-		p += strspn(p, " \t,");
-		size_t len = strcspn(p, ",");
-		size_t end = len;
-		while (end > 0 && (p[end - 1] == ' ' || p[end - 1] == '\t'))
-			end--;
-		if (end == n && strncasecmp(p, token, n) == 0)
-			return true;
-		p += len;
-	}
-	return false;
-}
-
 /*
  * The WebSocket handshake of a terminal (RFC 6455 4.2.1): Upgrade:
  * websocket, Connection: Upgrade, Sec-WebSocket-Version: 13 and a key
- * that is the base64 of 16 bytes. A request with an Upgrade but no "tty"
- * is refused too: nothing else upgrades.
+ * that is the base64 of 16 bytes; subprotocols, if any, that include
+ * API_WS_PROTOCOL. A request with an Upgrade but no "tty" is refused
+ * too: nothing else upgrades.
  */
 static int check_handshake(const struct api_request *req, bool tty, struct api_error *e)
 {
-	bool upgrade = has_token(req->upgrade, "websocket");
+	bool upgrade = api_header_has_token(req->upgrade, "websocket");
 	if (!tty && !req->upgrade)
 		return 0;
 	if (!tty)
 		return api_error_set(e, API_ERR_BAD_HANDSHAKE, "tty",
 				     "only an exec with \"tty\": true upgrades");
-	if (!upgrade || !has_token(req->connection, "upgrade"))
+	if ((!upgrade || !api_header_has_token(req->connection, "upgrade")) &&
+	    strcmp(req->method, "GET") == 0)
+		return api_error_set(e, API_ERR_BAD_HANDSHAKE, NULL,
+				     "a GET of exec is a terminal's WebSocket handshake (Upgrade: "
+				     "websocket, Connection: Upgrade)");
+	if (!upgrade || !api_header_has_token(req->connection, "upgrade"))
 		return api_error_set(e, API_ERR_BAD_HANDSHAKE, "tty",
 				     "\"tty\": true needs a WebSocket upgrade (Upgrade: websocket, "
 				     "Connection: Upgrade)");
@@ -197,7 +187,8 @@ static int check_handshake(const struct api_request *req, bool tty, struct api_e
 	if (!ws_key_is_valid(req->ws_key))
 		return api_error_set(e, API_ERR_BAD_HANDSHAKE, NULL,
 				     "Sec-WebSocket-Key must be the base64 of 16 bytes");
-	return 0;
+	bool echo;
+	return api_ws_protocol_check(req, &echo, e);
 }
 
 /* Start x on a terminal and hand the server the upgrade (101, then the frames). */
@@ -228,19 +219,15 @@ static int exec_terminal(struct api_call *c, const struct fleet_ops *ops,
 	res->terminal.fleet = c->ctx->fleet;
 	snprintf(res->terminal.id, sizeof(res->terminal.id), "%s", c->id);
 	snprintf(res->terminal.key, sizeof(res->terminal.key), "%s", c->req->ws_key);
+	res->terminal.protocol = c->req->ws_protocol != NULL; /* checked: it holds ours */
 	return 0;
 }
 
-int api_sandbox_exec(struct api_call *c)
+/* Run x (checked, its handshake too; released here): on a terminal, or as asked. */
+static int exec_run(struct api_call *c, struct exec_request *xp)
 {
-	struct exec_request x = {0};
-	int r = exec_request_parse(c->req->body, c->req->body_len, &x, c->err);
-	if (r < 0)
-		return r;
-	if ((r = check_handshake(c->req, x.tty, c->err)) < 0) {
-		exec_request_release(&x);
-		return r;
-	}
+	struct exec_request x = *xp;
+	int r;
 	const struct fleet_ops *ops = api_fleet(c);
 	if (!ops) {
 		exec_request_release(&x);
@@ -295,6 +282,37 @@ int api_sandbox_exec(struct api_call *c)
 	json_t *result = exec_result(c, pid, exit);
 	json_decref(exit);
 	return api_respond_json(c, 200, result);
+}
+
+int api_sandbox_exec(struct api_call *c)
+{
+	struct exec_request x = {0};
+	int r = exec_request_parse(c->req->body, c->req->body_len, &x, c->err);
+	if (r < 0)
+		return r;
+	if ((r = check_handshake(c->req, x.tty, c->err)) < 0) {
+		exec_request_release(&x);
+		return r;
+	}
+	return exec_run(c, &x);
+}
+
+/*
+ * GET .../exec: a terminal's handshake whose query is the exec request
+ * (terminal-get.h), from a page of an allowed origin if from a page at all.
+ */
+int api_sandbox_exec_get(struct api_call *c)
+{
+	int r = api_origin_check(c->ctx, c->req, c->err);
+	if (r < 0)
+		return r;
+	/* the handshake first: a GET of exec is nothing else */
+	if ((r = check_handshake(c->req, true, c->err)) < 0)
+		return r;
+	struct exec_request x = {0};
+	if ((r = exec_request_from_query(c->req->query, &x, c->err)) < 0)
+		return r;
+	return exec_run(c, &x);
 }
 
 int api_sandbox_processes(struct api_call *c)

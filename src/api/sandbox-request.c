@@ -245,6 +245,12 @@ int exec_request_parse(const char *body, size_t len, struct exec_request *ret, s
 	json_t *root = task_request_load(body ? body : "", body ? len : 0, e, &r);
 	if (!root)
 		return r;
+	return exec_request_from_json(root, ret, e);
+}
+
+int exec_request_from_json(json_t *root, struct exec_request *ret, struct api_error *e)
+{
+	int r;
 	struct exec_request x = {.priv = root};
 	r = parse_exec(root, &x, e);
 	if (r < 0) {

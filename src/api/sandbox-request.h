@@ -61,6 +61,8 @@ struct exec_request {
 };
 
 int exec_request_parse(const char *body, size_t len, struct exec_request *ret, struct api_error *e);
+/* The same, from the body's JSON object root (taken, even on failure). */
+int exec_request_from_json(json_t *root, struct exec_request *ret, struct api_error *e);
 void exec_request_release(struct exec_request *r);
 
 /* POST .../timeout: {"timeout_s": N}, 1..SANDBOX_TIMEOUT_MAX_S, in ms. */

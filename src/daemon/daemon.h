@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 #include "api/api.h"
+#include "api/terminal-get.h"
 #include "base/error.h"
 #include "fleet/fleet.h"
 #include "sched/sched.h"
@@ -143,6 +144,8 @@ struct daemon_config {
 	const char *resolver; /* --resolver ADDR[:PORT], or NULL: the host's resolv.conf */
 	struct api_local_user local_users[DAEMON_SOCKET_USERS_MAX]; /* --socket-user */
 	size_t nlocal_users;
+	const char *origins[API_ORIGINS_MAX]; /* --allow-origin: pages that may open terminals */
+	size_t norigins;
 	size_t audit_rows;	     /* --audit-rows (0: API_AUDIT_ROWS_DEFAULT) */
 	struct quota quota_defaults; /* --tenant-quota: every tenant's, where its own do not say */
 	const char *egress_cacert;   /* --egress-cacert FILE, or NULL: the host's CAs */

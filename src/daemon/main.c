@@ -22,6 +22,7 @@
 #include "daemon/daemon.h"
 
 #include "api/sandbox-request.h"
+#include "api/terminal-get.h"
 
 #include "base/cleanup.h"
 #include "base/fileio.h"
@@ -66,6 +67,7 @@ static const char usage_text[] =
     "                 [--debian-mirror URL] [--debian-keyring FILE]\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
     "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
+    "                 [--allow-origin ORIGIN]...\n"
     "       agentboxd --print-token [--state-dir DIR]\n"
     "\n"
     "  --socket PATH      unix socket to serve, root's alone and --socket-user's\n"
@@ -127,6 +129,9 @@ static const char usage_text[] =
     "                     past them its requests with a key are 429 until it\n"
     "                     refills (default 10; 0 = no limit)\n"
     "  --auth-fail-burst N  failed authentications at once (default: twice the rate)\n"
+    "  --allow-origin ORIGIN  let pages of ORIGIN (https://host[:port]) open\n"
+    "                     terminals (GET .../exec); repeat (at most 16); a\n"
+    "                     handshake with another Origin is 403 (default: none)\n"
     "  --debian-mirror URL  the Debian mirror `agentbox image bootstrap` takes\n"
     "                     its packages from (default " IMAGE_BOOTSTRAP_MIRROR_DEFAULT ")\n"
     "  --debian-keyring FILE  the keys its Release must be signed with (default\n"
@@ -188,7 +193,7 @@ struct run {
 };
 
 /* Options without a letter. */
-enum { OPT_DEBIAN_MIRROR = 0x200, OPT_DEBIAN_KEYRING, OPT_RETAIN };
+enum { OPT_DEBIAN_MIRROR = 0x200, OPT_DEBIAN_KEYRING, OPT_RETAIN, OPT_ALLOW_ORIGIN };
 
 /* Parse argv into d->cfg. -1 to go on, else the exit status (help, usage error). */
 static int parse_options(int argc, char **argv, struct daemon *d, bool *print_token)
@@ -215,6 +220,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"debian-mirror", required_argument, NULL, OPT_DEBIAN_MIRROR},
 	    {"debian-keyring", required_argument, NULL, OPT_DEBIAN_KEYRING},
 	    {"retain", required_argument, NULL, OPT_RETAIN},
+	    {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"tenant-quota", required_argument, NULL, 'q'},
@@ -465,6 +471,21 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 				return 2;
 			}
 			d->cfg.debian_keyring = optarg;
+			break;
+		case OPT_ALLOW_ORIGIN:
+			if (!api_origin_is_valid(optarg)) {
+				fprintf(stderr,
+					"agentboxd: --allow-origin: '%s' is not an origin: "
+					"http[s]://host[:port], no path\n",
+					optarg);
+				return 2;
+			}
+			if (d->cfg.norigins == API_ORIGINS_MAX) {
+				fprintf(stderr, "agentboxd: --allow-origin: at most %d\n",
+					API_ORIGINS_MAX);
+				return 2;
+			}
+			d->cfg.origins[d->cfg.norigins++] = optarg;
 			break;
 		case OPT_RETAIN:
 			if (daemon_retain_option(&d->cfg, optarg) < 0)

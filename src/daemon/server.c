@@ -412,6 +412,9 @@ static void read_request(struct MHD_Connection *c, const char *url, const char *
 	    .connection = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection"),
 	    .ws_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key"),
 	    .ws_version = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version"),
+	    .ws_protocol =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Protocol"),
+	    .origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"),
 	    .last_event_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"),
 	};
 }
@@ -478,6 +481,8 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .now_ms = wall_clock_ms,
 	    .host = &l->d->cfg.host,
 	    .quota_defaults = &l->d->cfg.quota_defaults,
+	    .origins = l->d->cfg.origins,
+	    .norigins = l->d->cfg.norigins,
 	    .audit_rows = l->d->cfg.audit_rows,
 	    .store_release = release_store,
 	    .store_acquire = acquire_store,

@@ -502,6 +502,8 @@ enum MHD_Result terminal_start(struct daemon *d, struct MHD_Connection *c, struc
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "Upgrade");
 	MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
+	if (r->terminal.protocol) /* offered: the one chosen is named (RFC 6455 4.2.2) */
+		MHD_add_response_header(resp, "Sec-WebSocket-Protocol", API_WS_PROTOCOL);
 	*pending = (struct terminal_pending){.t = t};
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
 	MHD_destroy_response(resp);

@@ -318,6 +318,8 @@ ROUTE_VERBS = {
 # routes no person calls, and why
 NO_VERB = {
     "GET /healthz": "the liveness probe of load balancers: no credentials, answers ok",
+    "GET /v1/sandboxes/{id}/exec": "a browser's terminal; `agentbox exec -t` opens the same "
+                                   "terminal with the POST form",
 }
 
 
