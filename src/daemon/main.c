@@ -907,8 +907,12 @@ int main(int argc, char **argv)
 	sigaddset(&stop_signals, SIGINT);
 	sigaddset(&stop_signals, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-	if (start_threads(&d, &run, &err) < 0 || start_listeners(&d, &run, &err) < 0)
-		return fail("%s", err.msg);
+	if (start_threads(&d, &run, &err) < 0 || start_listeners(&d, &run, &err) < 0) {
+		status = fail("%s", err.msg);
+		/* the threads read d, which is main's: joined before its frame goes */
+		stop(&d, &run);
+		return status;
+	}
 	fprintf(stderr,
 		"agentboxd: serving unix:%s%s%s, state in %s, %u tasks at once, "
 		"%u warm sandboxes\n",

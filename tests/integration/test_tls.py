@@ -282,3 +282,24 @@ def test_any_address_with_tls_needs_no_insecure_listen(tmp_path, pki):
                 assert header not in data, line
     finally:
         d.stop()
+
+
+def test_a_listener_that_cannot_bind_is_a_clean_exit(tmp_path):
+    """--listen on a port another socket holds: agentboxd says so and exits
+    1, every time, after its scheduler's thread has started (and is joined
+    first: the thread reads what main() owns, so returning without it was
+    a crash, SIGSEGV, whenever the thread woke after main's frame was
+    gone)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        for i in range(10):
+            state = tmp_path / f"state{i}"
+            p = subprocess.run([AGENTBOXD, "--socket", str(tmp_path / f"s{i}.sock"),
+                                "--state-dir", str(state), "--pool", "0",
+                                "--listen", f"127.0.0.1:{port}"],
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 1, (i, p.returncode, p.stderr)
+            assert "Address already in use" in p.stderr, p.stderr
+            assert not (tmp_path / f"s{i}.sock").exists()
