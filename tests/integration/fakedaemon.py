@@ -8,7 +8,8 @@ and http.server.BaseHTTPRequestHandler speaking HTTP/1.1.
 What a test controls:
   tasks        id -> the task object GET /v1/tasks/{id} answers with
   logs         id -> the output (bytes); with ?follow=1 it goes out in
-               log_pieces[id] chunks, log_pause seconds apart
+               log_pieces[id] chunks, log_pause seconds apart (a
+               threading.Event among them: held until it is set)
   scripts      id -> the steps of its event stream (see Step below); each
                stream connection goes on from where the last one stopped
   page_size    tasks per page of GET /v1/tasks
@@ -114,6 +115,8 @@ class Step:
                   also sets the task's status (and exit_code, if given)
     kind "sleep": wait `secs`
     kind "drop":  cut the connection, as a daemon that died would (once)
+    kind "hold":  keep the stream open, silent, until `gate` (a threading.Event)
+                  is set, or `secs` pass
     """
     kind: str
     seq: int = 0
@@ -121,6 +124,7 @@ class Step:
     data: dict = field(default_factory=dict)
     attempt: int = 1
     secs: float = 0.0
+    gate: object = None
 
 
 def event(seq, type_, data, attempt=1):
@@ -133,6 +137,10 @@ def sleep(secs):
 
 def drop():
     return Step("drop")
+
+
+def hold(gate, secs=120.0):
+    return Step("hold", gate=gate, secs=secs)
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -367,6 +375,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_chunked("text/plain; charset=utf-8")
         skip = int(req.query.get("offset", ["0"])[0])  # the bytes the client has
         for piece in fake.log_pieces.get(tid, [text]):
+            if isinstance(piece, threading.Event):  # a gate: hold until the test opens it
+                piece.wait(120)
+                continue
             piece, skip = piece[skip:], max(0, skip - len(piece))
             if piece:
                 self._chunk(piece)
@@ -394,6 +405,8 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.cursor[tid] = i + 1
             if step.kind == "sleep":
                 time.sleep(step.secs)
+            elif step.kind == "hold":
+                step.gate.wait(step.secs)
             elif step.kind == "drop":
                 return self._drop()
             elif step.kind == "event" and step.seq > after:

@@ -15,7 +15,8 @@ import pytest
 
 from conftest import AGENTBOX
 import fakedaemon
-from fakedaemon import FakeDaemon, drop, event, sleep, task_id
+import helpers
+from fakedaemon import FakeDaemon, drop, event, hold, sleep, task_id
 
 T1 = task_id(1)
 T2 = task_id(2)
@@ -250,17 +251,21 @@ def test_logs(fake):
 
 def test_logs_follow_streams_as_it_comes(fake):
     fake.add_task(T1, status="succeeded")  # what it says once the stream has ended
-    fake.log_pieces[T1] = [b"one\n", b"two\n", b"three\n"]
-    fake.log_pause = 0.3
+    # the stream holds after "one" until the test has read it: it cannot end
+    # before the first line is out, however slow either side is
+    gate = threading.Event()
+    fake.log_pieces[T1] = [b"one\n", gate, b"two\n", b"three\n"]
     proc = subprocess.Popen([AGENTBOX, "logs", "-f", "--socket", fake.path, T1],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    first = proc.stdout.readline()
-    t_first = time.monotonic()
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "no first line while the stream stayed open"
+        first = proc.stdout.readline()
+    finally:
+        gate.set()
     rest = proc.stdout.read()
-    t_end = time.monotonic()
     assert proc.wait(timeout=30) == 0, proc.stderr.read()
     assert first == b"one\n" and rest == b"two\nthree\n"
-    assert t_end - t_first > 0.4  # the first line came before the stream ended
     assert fake.requests[0].query == {"follow": ["1"], "offset": ["0"]}
 
 
@@ -408,9 +413,11 @@ def test_wait_reconnects_after_the_daemon_comes_back(fake):
     fake.scripts[T1] = [event(1, "progress", {"n": 1}), sleep(0.2), drop()]
 
     def bring_back():  # the daemon goes away for ~2 s, then returns with the end
-        time.sleep(0.5)
+        # once the stream has been cut (event 1 sent, then the drop): not after
+        # a guess at how long the CLI takes to get that far
+        helpers.wait_until(lambda: fake.cursor.get(T1, 0) >= 3, 30, 0.02)
         fake.stop()
-        time.sleep(1.5)
+        time.sleep(1.5)  # any length: the CLI retries until the daemon is back
         fake.scripts[T1] = [event(2, "status", {"status": "succeeded", "exit_code": 0})]
         fake.cursor[T1] = 0
         fake.start()
@@ -444,11 +451,15 @@ def test_wait_gives_up_on_an_error_answer(fake):
 
 def test_wait_timeout(fake):
     fake.add_task(T1, status="running")
-    fake.scripts[T1] = [sleep(5)]
-    t0 = time.monotonic()
-    p = cli(fake, "wait", "--timeout", "500ms", T1)
+    # The stream stays open until the test is done: nothing but wait's own
+    # timer can end it (cli() gives up after 30 s if that timer does not fire).
+    gate = threading.Event()
+    fake.scripts[T1] = [hold(gate)]
+    try:
+        p = cli(fake, "wait", "--timeout", "500ms", T1)
+    finally:
+        gate.set()
     assert p.returncode == 2, p.stderr
-    assert time.monotonic() - t0 < 4
     assert "did not end within 500ms (it goes on)" in one_line_error(p, "wait")
     assert p.stdout == ""
 

@@ -98,9 +98,12 @@ def test_seed_scenario(daemon):
     tasks = daemon.wait_all(steady + [leaky], timeout=120, on_poll=probe)
     check_seed(daemon, steady, leaky, tasks)
     # a bound on liveness (the daemon never makes a reader wait on the tasks'
-    # work), not on speed: under the guest's emulation, or a loaded CI host,
-    # a query's own time varies; docs/PERFORMANCE.md has what it takes here
-    assert slowest[0] < 1.0, f"a status query took {slowest[0] * 1000:.0f} ms"
+    # work), not on speed: a query held behind a task would wait for some of
+    # its run (PAGES steps of 0.2 s, 6 s), so half of that run is the bound;
+    # a loaded 2-core CI host stays far below it. docs/PERFORMANCE.md has what
+    # a query takes here
+    bound = PAGES * 0.2 / 2
+    assert slowest[0] < bound, f"a status query took {slowest[0] * 1000:.0f} ms"
 
 
 def test_seed_scenario_survives_three_daemon_kills(daemon):
@@ -374,7 +377,10 @@ def test_a_progress_flood_neither_stops_the_timeout_nor_the_scheduler(daemon):
     assert tasks[later]["status"] == "succeeded"
     attempt = daemon.state / "tasks" / flood / "attempt-1"
     assert os.path.getsize(attempt / "events") <= 16 << 20
-    assert json.loads((attempt / "result.json").read_text())["wall_ms"] < 4000
+    # the 2 s timeout fired, and was not held back by the flood: `yes` never
+    # ends, so a starved timer would not fire at all; 15 s is room for a
+    # loaded or emulated CPU, not a measure of speed
+    assert json.loads((attempt / "result.json").read_text())["wall_ms"] < 15000
 
 
 def test_both_binaries_say_their_version():

@@ -22,6 +22,7 @@ import pytest
 
 from conftest import AGENTBOX
 from daemon import Daemon
+import helpers
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 FRAME_MAX = 64 * 1024  # TERMINAL_FRAME_MAX (src/daemon/terminal.c)
@@ -190,15 +191,26 @@ def test_a_real_terminal_its_size_and_resize(daemon, sbx):
     ws.close()
 
 
+def sleep_runs(daemon, sbx, arg):
+    """Whether `sleep ARG` runs in the sandbox now (its /proc, through an exec)."""
+    r = daemon.exec(sbx, ["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo"])
+    return f"sleep {arg} " in r["stdout"]
+
+
 def test_ctrl_c_reaches_the_foreground_process(daemon, sbx):
     ws = open_tty(daemon, sbx, ["sh"])
-    ws.type("sleep 100; echo after-$((1+1))\n")
-    time.sleep(0.3)  # let sleep start; the assertion below does not depend on it
+    assert not sleep_runs(daemon, sbx, 271)  # none left from elsewhere
+    ws.type("sleep 271; echo after-$((1+1))\n")
+    # sleep runs before the Ctrl-C: sent earlier, it would reach the shell and
+    # flush the typed line, and the test would pass without testing anything
+    assert helpers.wait_until(lambda: sleep_runs(daemon, sbx, 271), DEADLINE_S, 0.1)
     started = time.monotonic()
     ws.type(b"\x03")
     ws.type("echo back-$((2+2))\n")
     ws.read_until(b"back-4")
-    assert time.monotonic() - started < 10, "Ctrl-C did not interrupt sleep 100"
+    # not interrupted, it would end at 271 s: the bound says which, not how fast
+    assert time.monotonic() - started < 271, "Ctrl-C did not interrupt sleep 271"
+    assert not sleep_runs(daemon, sbx, 271)
     ws.type("exit 5\n")
     _, texts, _ = ws.until_close()
     assert texts[-1]["exit_code"] == 5
@@ -395,13 +407,16 @@ def test_agentbox_exec_it_under_tmux(daemon, sbx, tmux, tmp_path):
     screen = tmux.wait_for("m-16")
     assert "22 75" in screen, screen
 
+    assert not sleep_runs(daemon, sbx, 100)  # none left from elsewhere
     tmux("send-keys", "-t", "t", "clear; sleep 100; echo m-$((5*5))", "Enter")
-    time.sleep(0.3)  # sleep is running by now; nothing below depends on it
+    # sleep runs before the Ctrl-C (sent earlier, it would flush the typed line)
+    assert helpers.wait_until(lambda: sleep_runs(daemon, sbx, 100), DEADLINE_S, 0.1)
     started = time.monotonic()
     tmux("send-keys", "-t", "t", "C-c")
     tmux("send-keys", "-t", "t", "echo m-$((6*6))", "Enter")
     screen = tmux.wait_for("m-36")
-    assert time.monotonic() - started < 10, "Ctrl-C did not interrupt sleep 100"
+    # not interrupted, it would end at 100 s: the bound says which, not how fast
+    assert time.monotonic() - started < 100, "Ctrl-C did not interrupt sleep 100"
     assert "m-25" not in screen  # the line after sleep did not run: it was interrupted
 
     tmux("send-keys", "-t", "t", "exit 3", "Enter")

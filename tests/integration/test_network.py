@@ -93,13 +93,16 @@ def test_open_sandbox_reaches_the_internet_and_nothing_else(world, daemon):
                      "getent hosts rebind.test; echo \" rc=$?\"; "
                      + " ".join(CURL) + " http://site7.test/by-name")
     assert out.split() == ["203.0.113.10", "STREAM", "site7.test", "rc=2", "200"], (out, err)
-    # every refused destination fails at once: refused (curl 7), not timed out (28)
+    # every refused destination fails at once: refused (curl 7: a reset came
+    # back), not dropped, which under curl's -m 5 would be a timeout (28) at
+    # 5 s. curl's status tells the two apart; the clock is not needed, and
+    # the one bound left is liveness (the exec's own 30 s)
     for name, addr in REFUSED.items():
         t = time.monotonic()
         out, err, code = sh(daemon, sid, " ".join(CURL) + f" http://{addr}/refused-{name}; "
                             "echo \" rc=$?\"")
         assert out.strip().endswith(" rc=7"), (name, out, err)
-        assert time.monotonic() - t < 4, name
+        assert time.monotonic() - t < 30, name
     # the gateway, the host's end of the link, is the host too
     gw = daemon.exec(sid, ["python3", "-c", OWN_ADDRESS])["stdout"].strip().split(".")
     gw = ".".join(gw[:3] + [str(int(gw[3]) - 1)])

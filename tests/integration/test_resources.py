@@ -1,6 +1,7 @@
 """Resource abuse inside a sandbox stops at its limits, never beyond."""
 import json
 import os
+import subprocess
 import time
 
 from conftest import AGENTBOX, sandbox
@@ -38,16 +39,53 @@ def test_disk_fills_with_enospc_at_limit():
     assert int(p.stdout.split()[-2]) <= 16
 
 
+def cpu_quota_of(pids):
+    """The CPU share (quota / period) of the sandbox group holding one of pids, or None."""
+    for group in helpers.sandbox_groups():
+        v2, v1 = os.path.join(group, "cpu.max"), os.path.join(group, "cpu.cfs_quota_us")
+        if not (os.path.exists(v2) or os.path.exists(v1)):
+            continue  # another controller's directory (v1)
+        held = set()
+        for top, _, files in os.walk(group):
+            if "cgroup.procs" in files:
+                with open(os.path.join(top, "cgroup.procs")) as f:
+                    held.update(int(x) for x in f.read().split())
+        if not held & set(pids):
+            continue
+        if os.path.exists(v2):
+            quota, period = open(v2).read().split()
+        else:
+            quota = open(v1).read().strip()
+            period = open(os.path.join(group, "cpu.cfs_period_us")).read().strip()
+        return None if quota in ("max", "-1") else int(quota) / int(period)
+    return None
+
+
 def test_cpu_hog_is_held_to_its_quota(tmp_path):
-    hog = ("import time, resource\nt = time.time()\nwhile time.time() - t < 3: pass\n"
+    hog = ("import time, resource\nt = time.monotonic()\nwhile time.monotonic() - t < 3: pass\n"
            "r = resource.getrusage(resource.RUSAGE_SELF)\n"
-           "print((r.ru_utime + r.ru_stime) / (time.time() - t))")
+           "print((r.ru_utime + r.ru_stime) / (time.monotonic() - t))")
     result = tmp_path / "result.json"
-    p = sandbox(["python3", "-c", hog], "--cpus", "0.5", "--result", str(result))
-    assert p.returncode == 0, p.stderr
-    share = float(p.stdout)
-    assert share <= 0.55, f"used {share:.2f} CPU-seconds per second under --cpus 0.5"
-    assert share >= 0.3, f"only {share:.2f}: the quota should still allow about 0.5"
+    run = subprocess.Popen([AGENTBOX, "run", "--cpus", "0.5", "--result", str(result), "--",
+                            "python3", "-c", hog], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        # the quota the sandbox got, read from its group while the hog runs
+        quota = []
+        assert helpers.wait_until(
+            lambda: quota.append(cpu_quota_of(helpers.descendants(run.pid))) or quota[-1], 30)
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, err
+    assert quota[-1] == 0.5, quota[-1]
+    # what it used: never above the quota. Not below it either, on an idle
+    # machine; but a shared CPU (CI's 2 cores) may give it less, so how much
+    # less is not asserted: the group's own quota, above, says it may have 0.5
+    share = float(out)
+    assert 0 < share <= 0.55, f"used {share:.2f} CPU-seconds per second under --cpus 0.5"
     r = json.loads(result.read_text())
     assert r["cpu_ms"] <= 0.6 * r["wall_ms"]
 

@@ -1,6 +1,7 @@
 """Interactive sandboxes through the real agentboxd: create, exec (in one
 piece, streamed, in the background), files, pause, timeouts, the warm pool,
 and survival of a daemon restart."""
+import calendar
 import json
 import os
 import time
@@ -55,6 +56,14 @@ def files_url(sid, path, **q):
 def put_file(daemon, sid, path, data):
     return daemon.request("PUT", files_url(sid, path), data,
                           headers={"Content-Type": "application/octet-stream"})
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return None
 
 
 def get_file(daemon, sid, path):
@@ -124,13 +133,26 @@ def test_bad_and_unknown_ids(daemon, sbx):
     assert status == 404 and err["error"]["code"] == "process_not_found"
 
 
+def when(stamp):
+    """An API time ("2024-05-01T12:00:00.123Z") as seconds since the epoch."""
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + \
+        float("0" + stamp[19:-1])
+
+
 def test_timeout_ends_the_sandbox_and_can_be_extended(daemon):
-    sid = daemon.create_sandbox(timeout_s=1)
-    status, sb = daemon.request("POST", f"/v1/sandboxes/{sid}/timeout", {"timeout_s": 3})
+    # The margins are seconds wide on purpose: the extension must land before
+    # the first expiry (2 s after create) and the check after it, yet before
+    # the second (6 s after the extension); an emulated CPU is slow to answer.
+    sid = daemon.create_sandbox(timeout_s=2)
+    first = when(daemon.request("GET", f"/v1/sandboxes/{sid}")[1]["expires_at"])
+    status, sb = daemon.request("POST", f"/v1/sandboxes/{sid}/timeout", {"timeout_s": 6})
     assert status == 200, sb
-    time.sleep(1.5)
+    assert when(sb["expires_at"]) > first
+    # past the first expiry by the daemon's own clock (the host's wall clock)
+    while time.time() < first + 0.5:
+        time.sleep(0.05)
     assert daemon.exec(sid, ["true"])["exit_code"] == 0  # extended: still alive
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         sb = daemon.request("GET", f"/v1/sandboxes/{sid}")[1]
         if sb["status"] == "ended":
@@ -170,7 +192,9 @@ def test_exec_in_one_piece(daemon, sbx):
     r = daemon.exec(sbx, ["sh", "-c", "kill -TERM $$"])
     assert r["exit_code"] == 128 + 15 and r["signal"] == 15, r
     r = daemon.exec(sbx, ["sleep", "30"], timeout_s=1)
-    assert r["timed_out"] is True and r["duration_ms"] < 5000, r
+    # ended by its timeout, not by sleep's own end at 30 s (a bound that
+    # states which one, not how fast the kill was)
+    assert r["timed_out"] is True and r["duration_ms"] < 30000, r
 
 
 def test_exec_state_persists_between_calls(daemon, sbx):
@@ -200,19 +224,33 @@ def test_exec_oom_kills_the_command_not_the_sandbox(daemon):
     assert daemon.exec(sid, ["echo", "alive"])["stdout"] == "alive\n"
 
 
+# Waits for /tmp/gate$1 (up to 60 s, then exits 9): a command that ends when
+# the test says so, not when a timer does.
+GATE = 'i=0; while [ ! -e /tmp/gate$1 ]; do sleep 0.05; i=$((i+1)); [ $i -lt 1200 ] || exit 9; done'
+
+
+def open_gate(daemon, sid, n=""):
+    status, r = put_file(daemon, sid, f"/tmp/gate{n}", b"")
+    assert status == 201, r
+
+
 def test_exec_streams_as_output_is_produced(daemon, sbx):
-    t0 = time.monotonic()
+    # Each line waits for a gate that the test opens only once the line
+    # before it has arrived: output held back until the end would leave the
+    # command waiting (exit 9), whatever the speed of the machine.
     events = []
-    for ev, data, t in sse(daemon, "POST", f"/v1/sandboxes/{sbx}/exec",
-                           {"command": ["sh", "-c", "for i in 1 2 3; do echo $i; sleep 1; done; echo e >&2"]}):
-        events.append((ev, data, t - t0))
+    script = f"gate() {{ {GATE}; }}; for i in 1 2 3; do echo $i; gate $i; done; echo e >&2"
+    for ev, data, _ in sse(daemon, "POST", f"/v1/sandboxes/{sbx}/exec",
+                           {"command": ["sh", "-c", script]}):
+        events.append((ev, data))
+        if ev == "stdout":
+            for n in data["data"].split():
+                open_gate(daemon, sbx, n)
     assert events[0][0] == "start" and events[0][1]["pid"] > 1
-    first_out = next(e for e in events if e[0] == "stdout")
-    assert first_out[2] < 1.5, f"the first stdout event came after {first_out[2]:.2f} s"
-    out = "".join(d["data"] for e, d, _ in events if e == "stdout")
-    err = "".join(d["data"] for e, d, _ in events if e == "stderr")
+    out = "".join(d["data"] for e, d in events if e == "stdout")
+    err = "".join(d["data"] for e, d in events if e == "stderr")
     assert out == "1\n2\n3\n" and err == "e\n"
-    assert events[-1][0] == "exit" and events[-1][1]["exit_code"] == 0
+    assert events[-1][0] == "exit" and events[-1][1]["exit_code"] == 0, events[-1]
 
 
 def test_a_client_that_disconnects_does_not_kill_the_command(daemon, sbx):
@@ -223,13 +261,15 @@ def test_a_client_that_disconnects_does_not_kill_the_command(daemon, sbx):
     resp = conn.getresponse()
     resp.fp.readline()  # the start event has begun
     conn.close()
-    time.sleep(2)
+    # the command writes its mark a second later, however long that takes here
+    assert helpers.wait_until(lambda: get_file(daemon, sbx, "/tmp/mark")[0] == 200, 30, 0.1)
     assert get_file(daemon, sbx, "/tmp/mark") == (200, b"done\n")
 
 
 def test_background_processes(daemon, sbx):
     status, r = daemon.request("POST", f"/v1/sandboxes/{sbx}/exec",
-                               {"command": ["sh", "-c", "echo start; sleep 1; echo end"], "background": True})
+                               {"command": ["sh", "-c", f"echo start; {GATE}; echo end"],
+                                "background": True})
     assert status == 202 and r["pid"] > 1, r
     pid = r["pid"]
     status, long = daemon.request("POST", f"/v1/sandboxes/{sbx}/exec",
@@ -238,6 +278,7 @@ def test_background_processes(daemon, sbx):
     assert status == 200
     running = {p["pid"]: p for p in procs["processes"]}
     assert running[pid]["running"] is True and running[pid]["command"][0] == "sh"
+    open_gate(daemon, sbx)
     events = [(e, d) for e, d, _ in sse(daemon, "GET", f"/v1/sandboxes/{sbx}/processes/{pid}/output?follow=1")]
     assert "".join(d["data"] for e, d in events if e == "stdout") == "start\nend\n"
     assert events[-1][0] == "exit" and events[-1][1]["exit_code"] == 0
@@ -246,7 +287,7 @@ def test_background_processes(daemon, sbx):
     assert out["exit"]["exit_code"] == 0
     status, k = daemon.request("POST", f"/v1/sandboxes/{sbx}/processes/{long['pid']}/kill", {"signal": 15})
     assert status == 200 and k == {"pid": long["pid"], "signal": 15}
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # liveness: the kill is seen at all
     while daemon.request("GET", f"/v1/sandboxes/{sbx}/processes/{long['pid']}/output")[1]["running"]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -262,8 +303,14 @@ def test_pause_freezes_and_resume_thaws(daemon, sbx):
     status, bg = daemon.request("POST", f"/v1/sandboxes/{sbx}/exec",
                                 {"command": ["sh", "-c", "while :; do :; done"], "background": True})
     shim = int((daemon.state / "sandboxes" / sbx / "shim").read_text().split()[0])
-    time.sleep(0.3)
-    busy = [p for p in helpers.descendants(shim) if p in helpers.sandbox_pids()]
+
+    def the_loop():
+        inside = set(helpers.sandbox_pids())
+        return [p for p in helpers.descendants(shim) if p in inside and cmdline(p) ==
+                ["sh", "-c", "while :; do :; done"]]
+
+    assert helpers.wait_until(the_loop, 30), "the busy loop never started"
+    busy = the_loop()
 
     def cpu():
         total = 0
@@ -288,9 +335,10 @@ def test_pause_freezes_and_resume_thaws(daemon, sbx):
     assert daemon.request("POST", f"/v1/sandboxes/{sbx}/pause")[0] == 200  # idempotent
     status, sb = daemon.request("POST", f"/v1/sandboxes/{sbx}/resume")
     assert status == 200 and sb["status"] == "running"
+    # it runs again: 20 ticks (0.2 CPU-seconds) at all, however shared the CPU is
     before = cpu()
-    time.sleep(1)
-    assert cpu() - before > 20, "the resumed sandbox did not run"
+    assert helpers.wait_until(lambda: cpu() - before > 20, 30, 0.1), \
+        "the resumed sandbox did not run"
     daemon.request("POST", f"/v1/sandboxes/{sbx}/processes/{bg['pid']}/kill", {})
 
 
@@ -452,19 +500,23 @@ def test_the_warm_pool_hands_out_fresh_sandboxes(tmp_path):
 def test_sandboxes_survive_a_daemon_kill(tmp_path):
     d = Daemon(tmp_path, "--pool", "1").start()
     try:
-        sid = d.create_sandbox(timeout_s=6)
+        # 12 s: room for a restart and the checks below before it expires, even
+        # under an emulated CPU; the expiry is then waited for, not slept past
+        sid = d.create_sandbox(timeout_s=12)
         put_file(d, sid, "/workspace/keep", b"kept")
         status, bg = d.request("POST", f"/v1/sandboxes/{sid}/exec",
                                {"command": ["sh", "-c", "sleep 1; echo while-away"], "background": True})
         d.kill()
-        time.sleep(1.5)  # the background process ends while nobody watches
+        # the background process ends while nobody watches: its shim's record says so
+        record = d.state / "sandboxes" / sid / "procs" / f"{bg['pid']}.json"
+        assert helpers.wait_until(record.exists, 30), "the background process did not end"
         d.start()
         assert get_file(d, sid, "/workspace/keep") == (200, b"kept")
         assert d.exec(sid, ["echo", "again"])["stdout"] == "again\n"
         status, out = d.request("GET", f"/v1/sandboxes/{sid}/processes/{bg['pid']}/output")
         assert out["stdout"] == "while-away\n" and out["running"] is False, out
         # the expiry set before the kill still holds
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 40
         while d.request("GET", f"/v1/sandboxes/{sid}")[1]["status"] != "ended":
             assert time.monotonic() < deadline, "the expiry was lost in the restart"
             time.sleep(0.2)
@@ -478,7 +530,9 @@ def test_an_end_while_the_daemon_is_down_is_recorded(tmp_path):
     try:
         sid = d.create_sandbox(timeout_s=1)
         d.kill()
-        time.sleep(2.5)
+        # its shim ends it at its expiry (end.json) while the daemon is down
+        end = d.state / "sandboxes" / sid / "end.json"
+        assert helpers.wait_until(end.exists, 30), "the sandbox did not expire"
         d.start()
         sb = d.request("GET", f"/v1/sandboxes/{sid}")[1]
         assert sb["status"] == "ended" and sb["end_reason"] == "expired", sb

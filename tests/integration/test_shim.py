@@ -290,7 +290,9 @@ def test_timeout_kills_and_says_so(shim):
     msg, _ = until_exit(s)
     assert msg["timed_out"] is True and msg["signal"] == signal.SIGKILL
     assert msg["exit_code"] == 137 and msg["oom_killed"] is False
-    assert 250 <= msg["duration_ms"] < 5000
+    # killed at its timeout, not at sleep's own end (30 s): the upper bound
+    # says which, not how quickly the kill came
+    assert 250 <= msg["duration_ms"] < 30000
 
 
 def test_an_oom_kills_the_process_not_the_sandbox(small_shim):
@@ -367,12 +369,19 @@ def test_expiry_in_the_past_ends_the_sandbox(shim):
 
 
 def test_expiry_from_sandbox_json(tmp_path):
-    s = Shim(tmp_path, expires_at=int(time.time() * 1000) + 800)
+    expires_at = int(time.time() * 1000) + 2000
+    s = Shim(tmp_path, expires_at=expires_at)
     try:
         assert s.ready == "ok\n"
-        assert s.call({"op": "status"})[0]["expires_at"] > 0
-        assert s.wait(timeout=10) == 0
+        try:
+            assert s.call({"op": "status"})[0]["expires_at"] == expires_at
+        except (ConnectionRefusedError, FileNotFoundError):
+            # a slow start (an emulated CPU) can take the 2 s: then it has
+            # ended already, and end.json below still says why and when
+            assert (s.dir / "end.json").exists()
+        assert s.wait(timeout=30) == 0
         assert s.end()["reason"] == "expired"
+        assert s.end()["time"] >= expires_at  # at its expiry, not before
     finally:
         s.close()
 
@@ -431,7 +440,7 @@ def test_sigkill_of_the_shim_takes_the_sandbox_along(shim):
     assert inside
     os.kill(shim.pid, signal.SIGKILL)
     shim.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # liveness: they go at all
     while time.monotonic() < deadline and any(os.path.exists(f"/proc/{q}") for q in inside):
         time.sleep(0.05)
     assert not any(os.path.exists(f"/proc/{q}") for q in inside), "sandbox outlived its shim"
@@ -511,16 +520,21 @@ def test_limits_on_processes_records_and_output(shim):
 
 def test_connections_are_bounded_and_never_wait(shim):
     idle = [shim.connect() for _ in range(300)]
-    time.sleep(0.3)
-    refused = 0
     for c in idle:
         c.setblocking(False)
-        try:
-            if c.recv(10) == b"":
-                refused += 1
-        except BlockingIOError:
-            pass
-    assert refused >= 300 - 256
+    closed, answered = set(), set()
+
+    def refused():  # the shim closes those past its 256 at once: polled, not slept for
+        for i, c in enumerate(idle):
+            if i in closed or i in answered:
+                continue
+            try:
+                (closed if c.recv(10) == b"" else answered).add(i)
+            except BlockingIOError:
+                pass
+        return len(closed) >= 300 - 256
+
+    assert helpers.wait_until(refused, 30), f"{len(closed)} of 300 refused"
     for c in idle:
         c.close()
     # a watcher that does not read does not hold the shim up, and still gets its exit
@@ -595,11 +609,14 @@ def test_client_library_without_a_good_shim(tmp_path):
 
     code, err = call(lambda c: None)
     assert (code, err) == (1, f"error {errno.ETIMEDOUT}: no reply from the shim in 300 ms\n")
-    code, err = call(lambda c: c.shutdown(socket.SHUT_RDWR))
+    # the fake answers these: a timeout far above how long a thread here can
+    # take to (300 ms was a race with this test's own accept under load)
+    code, err = call(lambda c: c.shutdown(socket.SHUT_RDWR), "20000")
     assert code == 1 and err.startswith(f"error {errno.EPIPE}:")
-    code, err = call(lambda c: c.send(b"[1, 2]"))
+    code, err = call(lambda c: c.send(b"[1, 2]"), "20000")
     assert code == 1 and err.startswith(f"error {errno.EPROTO}:")
-    code, err = call(lambda c: c.send(b'{"type": "error", "errno": 16, "message": "paused"}'))
+    code, err = call(lambda c: c.send(b'{"type": "error", "errno": 16, "message": "paused"}'),
+                     "20000")
     assert (code, err) == (1, f"error {errno.EBUSY}: paused\n")
     listener.close()
     os.close(dirfd)

@@ -14,6 +14,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import termios
@@ -24,6 +25,7 @@ import pytest
 
 from conftest import AGENTBOX
 from daemon import Daemon
+import helpers
 
 ESC = "\x1b"
 HOSTILE = f"{ESC}]0;pwned{ESC}\\ {ESC}[2J \u009b31m \u202egnp.exe \x7f"
@@ -42,12 +44,20 @@ OUTPUT = (b"plain line\n"
           + b"back\\slash\n"
           + b"\xff invalid\n")
 
+# argv[3]: seconds to sleep before the exit, or "sigusr1": wait (120 s at
+# most, then exit 9) until the test sends SIGUSR1, an end the test chooses
 WRITE = """
-import json, os, sys, time
+import json, os, signal, sys, time
+if sys.argv[3] == "sigusr1":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 ch = open(os.environ["AGENTBOX_PROGRESS"], "a")
 ch.write(json.dumps(json.loads(sys.argv[1])) + "\\n"); ch.flush()
 sys.stdout.buffer.write(bytes.fromhex(sys.argv[2])); sys.stdout.flush()
-time.sleep(float(sys.argv[3]))
+if sys.argv[3] == "sigusr1":
+    if signal.sigtimedwait({signal.SIGUSR1}, 120) is None:
+        sys.exit(9)
+else:
+    time.sleep(float(sys.argv[3]))
 sys.exit(int(sys.argv[4]))
 """
 
@@ -93,11 +103,12 @@ def attempts_task(daemon, outputs):
     return tid
 
 
-def on_tty(*args, cols=250, raw=False, stderr_tty=True, timeout=60):
+def on_tty(*args, cols=250, raw=False, stderr_tty=True, timeout=60, on_output=None):
     """Run `agentbox ARGS...` with a pseudo-terminal as stdout (and stderr).
 
     Returns (exit status, what reached the terminal, stderr if not on it).
     raw: the terminal does not translate "\\n" to "\\r\\n".
+    on_output: called with all that reached the terminal so far, as it comes.
     """
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
@@ -121,6 +132,8 @@ def on_tty(*args, cols=250, raw=False, stderr_tty=True, timeout=60):
         if not data:
             break
         out += data
+        if on_output:
+            on_output(out)
     os.close(master)
     rc = proc.wait(timeout=10)
     err = proc.stderr.read() if proc.stderr else b""
@@ -166,13 +179,36 @@ def test_status_escapes_task_text_and_stays_json(daemon, hostile):
     assert task["command"] == daemon.task(hostile)["command"]
 
 
+def signal_the_waiting_task():
+    """SIGUSR1 to the sandboxed WRITE that waits for it (found by its argv)."""
+    for pid in helpers.sandbox_pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[:2] == [b"python3", b"-c"] and len(argv) > 5 and argv[5] == b"sigusr1":
+            os.kill(pid, signal.SIGUSR1)
+            return True
+    return False
+
+
 def test_wait_live_line_and_final_json_escape_task_text(daemon):
-    tid = daemon.submit(command=task_command(b"x\n", sleep=3), metadata={"note": HOSTILE})
+    # the task runs until the live line is on the terminal (then the test
+    # ends it): wait sees it running however long anything here takes
+    tid = daemon.submit(command=task_command(b"x\n", sleep="sigusr1"), metadata={"note": HOSTILE})
     deadline = time.monotonic() + 30
     while daemon.task(tid)["progress"] != progress():  # the live line has something to show
         assert time.monotonic() < deadline, daemon.task(tid)
         time.sleep(0.1)
-    rc, out, _ = on_tty("wait", *sock(daemon), tid)
+    released = []
+
+    def release(out):
+        if not released and b"running  attempt 1  " in out:
+            released.append(signal_the_waiting_task())
+
+    rc, out, _ = on_tty("wait", *sock(daemon), tid, on_output=release)
+    assert released == [True], out
     assert rc == 0, out
     assert raw_controls(out) == []
     text = screen_text(out)
