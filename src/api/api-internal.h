@@ -44,6 +44,16 @@ int api_query_parse(const char *query, const char *const *allowed, struct api_qu
 		    struct api_error *e);
 /* Percent-decode s in place ('+' is a space); false on a bad escape or a decoded NUL. */
 bool api_percent_decode(char *s);
+/*
+ * Split the query string s (modified in place) at '&' and '=' and call
+ * each(name, value, data, e) with both decoded, in order; a part without
+ * '=' has an empty value. A bad escape or an empty name is invalid_field
+ * "query". Stops at, and returns, each's first negative return; else 0.
+ */
+int api_query_each(char *s,
+		   int (*each)(const char *name, const char *value, void *data,
+			       struct api_error *e),
+		   void *data, struct api_error *e);
 /* The value of name, or NULL. */
 const char *api_query_get(const struct api_query *q, const char *name);
 void api_query_release(struct api_query *q);

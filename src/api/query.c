@@ -48,9 +48,11 @@ static bool is_allowed(const char *const *allowed, const char *name)
 	return false;
 }
 
-static int parse_into(char *s, const char *const *allowed, struct api_query *q, struct api_error *e)
+int api_query_each(char *s,
+		   int (*each)(const char *name, const char *value, void *data,
+			       struct api_error *e),
+		   void *data, struct api_error *e)
 {
-	char field[API_FIELD_MAX];
 	char *save = NULL;
 	for (char *part = strtok_r(s, "&", &save); part; part = strtok_r(NULL, "&", &save)) {
 		char *eq = strchr(part, '=');
@@ -65,20 +67,38 @@ static int parse_into(char *s, const char *const *allowed, struct api_query *q, 
 		if (!*part)
 			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
 					     "the query string has a parameter without a name");
-		api_field_key(field, "", part);
-		if (!is_allowed(allowed, part))
-			return api_error_set(e, API_ERR_UNKNOWN_FIELD, field,
-					     "this route takes no query parameter %s", field);
-		if (api_query_get(q, part))
-			return api_error_set(e, API_ERR_INVALID_FIELD, field,
-					     "query parameter %s is given twice", field);
-		if (q->n == API_QUERY_PARAMS_MAX)
-			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
-					     "more than %d query parameters", API_QUERY_PARAMS_MAX);
-		q->v[q->n].name = part;
-		q->v[q->n].value = value;
-		q->n++;
+		int r = each(part, value, data, e);
+		if (r < 0)
+			return r;
 	}
+	return 0;
+}
+
+struct parse_into {
+	const char *const *allowed;
+	struct api_query *q;
+};
+
+/* One parameter into q: allowed, once, within API_QUERY_PARAMS_MAX. */
+static int put_param(const char *name, const char *value, void *data, struct api_error *e)
+{
+	struct parse_into *p = data;
+	struct api_query *q = p->q;
+	char field[API_FIELD_MAX];
+	api_field_key(field, "", name);
+	if (!is_allowed(p->allowed, name))
+		return api_error_set(e, API_ERR_UNKNOWN_FIELD, field,
+				     "this route takes no query parameter %s", field);
+	if (api_query_get(q, name))
+		return api_error_set(e, API_ERR_INVALID_FIELD, field,
+				     "query parameter %s is given twice", field);
+	if (q->n == API_QUERY_PARAMS_MAX)
+		return api_error_set(e, API_ERR_INVALID_FIELD, "query",
+				     "more than %d query parameters", API_QUERY_PARAMS_MAX);
+	/* name and value point into q->storage, which api_query_each() wrote */
+	q->v[q->n].name = name;
+	q->v[q->n].value = value;
+	q->n++;
 	return 0;
 }
 
@@ -95,7 +115,8 @@ int api_query_parse(const char *query, const char *const *allowed, struct api_qu
 	ret->storage = strdup(query);
 	if (!ret->storage)
 		return -ENOMEM;
-	int r = parse_into(ret->storage, allowed, ret, e);
+	struct parse_into p = {.allowed = allowed, .q = ret};
+	int r = api_query_each(ret->storage, put_param, &p, e);
 	if (r < 0)
 		api_query_release(ret);
 	return r;

@@ -239,27 +239,14 @@ static int put_param(json_t *body, json_t *command, json_t *env, const char *nam
 	return json_object_set_new(body, name, v) < 0 ? -ENOMEM : 0;
 }
 
-static int parse_query(char *s, json_t *body, json_t *command, json_t *env, struct api_error *e)
+struct exec_query {
+	json_t *body, *command, *env;
+};
+
+static int each_param(const char *name, const char *value, void *data, struct api_error *e)
 {
-	char *save = NULL;
-	for (char *part = strtok_r(s, "&", &save); part; part = strtok_r(NULL, "&", &save)) {
-		char *eq = strchr(part, '=');
-		char *value = part + strlen(part); /* no '=': an empty value */
-		if (eq) {
-			*eq = '\0';
-			value = eq + 1;
-		}
-		if (!api_percent_decode(part) || !api_percent_decode(value))
-			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
-					     "the query string has a bad %%-escape");
-		if (!*part)
-			return api_error_set(e, API_ERR_INVALID_FIELD, "query",
-					     "the query string has a parameter without a name");
-		int r = put_param(body, command, env, part, value, e);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	struct exec_query *q = data;
+	return put_param(q->body, q->command, q->env, name, value, e);
 }
 
 int exec_request_from_query(const char *query, struct exec_request *ret, struct api_error *e)
@@ -274,7 +261,8 @@ int exec_request_from_query(const char *query, struct exec_request *ret, struct 
 	_cleanup_json_ json_t *env = json_object();
 	if (!s || !body || !command || !env)
 		return -ENOMEM;
-	int r = parse_query(s, body, command, env, e);
+	struct exec_query q = {.body = body, .command = command, .env = env};
+	int r = api_query_each(s, each_param, &q, e);
 	if (r < 0)
 		return r;
 	/* absent "command" stays absent: missing_field, as for a body without it */
