@@ -473,6 +473,25 @@ def parked_ready(d):
     return parked_ids(d)
 
 
+def parked_netns(d, ids):
+    """The network namespace of one of the parked sandboxes ids that is up (its init
+    cloned): the keeper makes them one at a time, but a directory listing does not say
+    which came first, so the one that is up is found, not assumed."""
+    found = []
+
+    def up():
+        for sid in ids:
+            try:
+                found[:] = [pooled_netns(d, sid)]
+                return True
+            except (AssertionError, OSError):
+                pass  # still being made: no shim file yet, or no init under it
+        return False
+
+    assert helpers.wait_until(up, 30, 0.05), f"none of {ids} came up"
+    return found[0]
+
+
 def links(world):
     """The host's sandbox links: name -> (device group, up)."""
     out = subprocess.run(["ip", "-n", world.host, "-d", "-o", "link"], check=True,
@@ -533,7 +552,7 @@ def test_parked_links_serve_networked_creates(world, tmp_path):
         ready = parked_ready(d)
         parked = {n: v for n, v in links(world).items() if n.startswith("abp")}
         assert parked and all(v == (GROUP_PARKED, True) for v in parked.values()), parked
-        ns = pooled_netns(d, ready[0])
+        ns = parked_netns(d, ready)
         r = subprocess.run(["nsenter", f"--net={ns}", *CURL, "-m", "2",
                             f"http://{SITE}/from-parked"], capture_output=True, text=True)
         assert r.returncode != 0 and r.stdout != "200", r
