@@ -23,6 +23,7 @@ import pytest
 from conftest import AGENTBOX
 from daemon import Daemon
 import helpers
+from wsclient import WebSocket
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 FRAME_MAX = 64 * 1024  # TERMINAL_FRAME_MAX (src/daemon/terminal.c)
@@ -42,8 +43,8 @@ def sbx(daemon):
     return daemon.create_sandbox(limits={"memory_mb": 256})
 
 
-class WS:
-    """A WebSocket client over agentboxd's unix socket: exec with "tty"."""
+class WS(WebSocket):
+    """exec with "tty" over agentboxd's unix socket: the POST form."""
 
     def __init__(self, daemon, sid, body, headers=None, key=None):
         self.key = key or base64.b64encode(os.urandom(16)).decode()
@@ -55,103 +56,9 @@ class WS:
         hdrs.update(headers or {})
         head = f"POST /v1/sandboxes/{sid}/exec HTTP/1.1\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in hdrs.items() if v is not None) + "\r\n"
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(DEADLINE_S)
-        self.sock.connect(daemon.socket)
-        self.sock.sendall(head.encode() + data)
-        self.buf = b""
-        while b"\r\n\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                break
-            self.buf += chunk
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        self.status = int(lines[0].split()[1])
-        self.headers = {k.lower(): v.strip() for k, v in
-                        (line.split(":", 1) for line in lines[1:])}
-
-    def error_body(self):
-        n = int(self.headers["content-length"])
-        while len(self.buf) < n:
-            self.buf += self.sock.recv(65536)
-        return json.loads(self.buf[:n])
-
-    def send(self, opcode, payload, fin=True, mask=True, length=None):
-        n = len(payload) if length is None else length
-        head = bytes([(0x80 if fin else 0) | opcode])
-        m = 0x80 if mask else 0
-        if n < 126:
-            head += bytes([m | n])
-        elif n < 65536:
-            head += bytes([m | 126]) + struct.pack(">H", n)
-        else:
-            head += bytes([m | 127]) + struct.pack(">Q", n)
-        if mask:
-            key = os.urandom(4)
-            head += key
-            payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
-        self.sock.sendall(head + payload)
-
-    def type(self, data):
-        self.send(0x2, data if isinstance(data, bytes) else data.encode())
-
-    def control(self, msg):
-        self.send(0x1, json.dumps(msg).encode())
-
-    def _need(self, n):
-        while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("the server closed the connection")
-            self.buf += chunk
-
-    def frame(self):
-        """The next frame: (opcode, payload). Server frames are never masked."""
-        self._need(2)
-        b0, b1 = self.buf[0], self.buf[1]
-        assert b0 & 0x70 == 0 and b1 & 0x80 == 0, "reserved bits, or a masked server frame"
-        n, off = b1 & 0x7F, 2
-        if n == 126:
-            self._need(4)
-            n, off = struct.unpack(">H", self.buf[2:4])[0], 4
-        elif n == 127:
-            self._need(10)
-            n, off = struct.unpack(">Q", self.buf[2:10])[0], 10
-        self._need(off + n)
-        payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
-        return b0 & 0x0F, payload
-
-    def read_until(self, needle, deadline_s=DEADLINE_S):
-        """Terminal output up to needle (bytes); the text frames seen on the way."""
-        out, texts = b"", []
-        end = time.monotonic() + deadline_s
-        while needle not in out:
-            assert time.monotonic() < end, f"no {needle!r} in {out!r}"
-            op, payload = self.frame()
-            if op == 0x2:
-                out += payload
-            elif op == 0x1:
-                texts.append(json.loads(payload))
-            elif op == 0x8:
-                raise AssertionError(f"closed before {needle!r}: {payload!r}, output {out!r}")
-        return out, texts
-
-    def until_close(self):
-        """Everything up to the close: (output, text messages, close code)."""
-        out, texts = b"", []
-        while True:
-            op, payload = self.frame()
-            if op == 0x2:
-                out += payload
-            elif op == 0x1:
-                texts.append(json.loads(payload))
-            elif op == 0x8:
-                code = struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
-                return out, texts, code
-
-    def close(self):
-        self.sock.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(daemon.socket)
+        super().__init__(sock, head.encode() + data)
 
 
 def open_tty(daemon, sid, command, **extra):

@@ -13,13 +13,13 @@ import http.client
 import json
 import os
 import socket
-import struct
 import time
 import urllib.parse
 
 import pytest
 
 from daemon import Daemon
+from wsclient import WebSocket
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PROTOCOL = "agentbox.terminal.v1"
@@ -43,7 +43,7 @@ def key_protocols(key):
     return f"{PROTOCOL}, agentbox.key.{b64url(key)}"
 
 
-class WS:
+class WS(WebSocket):
     """A GET handshake to .../exec with query (a list of pairs), then frames."""
 
     def __init__(self, where, sid, query, headers=None):
@@ -56,74 +56,21 @@ class WS:
         head = f"GET /v1/sandboxes/{sid}/exec?{qs} HTTP/1.1\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in hdrs.items() if v is not None) + "\r\n"
         if isinstance(where, int):
-            self.sock = socket.create_connection(("127.0.0.1", where), timeout=DEADLINE_S)
+            sock = socket.create_connection(("127.0.0.1", where), timeout=DEADLINE_S)
         else:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(DEADLINE_S)
-            self.sock.connect(where)
-        self.sock.sendall(head.encode())
-        self.buf = b""
-        while b"\r\n\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                break
-            self.buf += chunk
-        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        self.status = int(lines[0].split()[1])
-        self.headers = {k.lower(): v.strip() for k, v in
-                        (line.split(":", 1) for line in lines[1:])}
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(where)
+        super().__init__(sock, head.encode())
 
     def error(self):
-        n = int(self.headers["content-length"])
-        while len(self.buf) < n:
-            self.buf += self.sock.recv(65536)
+        body = self.error_body()
         self.sock.close()
-        return json.loads(self.buf[:n])["error"]
+        return body["error"]
 
-    def type(self, data):
-        payload = data.encode()
-        mask = os.urandom(4)
-        assert len(payload) < 126
-        self.sock.sendall(bytes([0x82, 0x80 | len(payload)]) + mask +
-                          bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
-
-    def _need(self, n):
-        while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("the server closed the connection")
-            self.buf += chunk
-
-    def frame(self):
-        self._need(2)
-        b0, b1 = self.buf[0], self.buf[1]
-        assert b1 & 0x80 == 0, "a masked server frame"
-        n, off = b1 & 0x7F, 2
-        if n == 126:
-            self._need(4)
-            n, off = struct.unpack(">H", self.buf[2:4])[0], 4
-        elif n == 127:
-            self._need(10)
-            n, off = struct.unpack(">Q", self.buf[2:10])[0], 10
-        self._need(off + n)
-        payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
-        return b0 & 0x0F, payload
-
-    def until_close(self):
-        """Everything up to the close: (output, text messages, close code)."""
-        out, texts = b"", []
-        end = time.monotonic() + DEADLINE_S
-        while time.monotonic() < end:
-            op, payload = self.frame()
-            if op == 0x2:
-                out += payload
-            elif op == 0x1:
-                texts.append(json.loads(payload))
-            elif op == 0x8:
-                self.sock.close()
-                return out, texts, struct.unpack(">H", payload[:2])[0]
-        raise AssertionError(f"no close within {DEADLINE_S} s: {out!r}")
+    def until_close(self, deadline_s=DEADLINE_S):
+        out, texts, code = super().until_close(deadline_s)
+        self.sock.close()
+        return out, texts, code
 
 
 def tcp_request(port, key, method, path):
