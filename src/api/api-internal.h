@@ -164,8 +164,9 @@ int api_sandbox_processes(struct api_call *c);
 int api_sandbox_network(struct api_call *c);
 int api_process_output(struct api_call *c);
 int api_process_kill(struct api_call *c);
-int api_files_get(struct api_call *c); /* sandbox-files.c */
-int api_files_put(struct api_call *c); /* never: api_upload_begin() serves it */
+int api_files_get(struct api_call *c);	   /* sandbox-files.c */
+int api_files_put(struct api_call *c);	   /* never: api_upload_begin() serves it */
+int api_inputs_create(struct api_call *c); /* never: api_upload_begin() serves it */
 int api_files_delete(struct api_call *c);
 
 /* ---- images (images.c) ------------------------------------------------------ */

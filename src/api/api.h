@@ -168,6 +168,8 @@ enum api_route_id {
 	API_ROUTE_TASK_DELETE,
 	/* a terminal as a GET handshake, the query its exec request (a browser's) */
 	API_ROUTE_SANDBOX_EXEC_GET,
+	/* a task's input, uploaded ahead of it (inputs.c) */
+	API_ROUTE_INPUTS_CREATE,
 	API_ROUTE_COUNT
 };
 
@@ -400,6 +402,8 @@ struct api_ctx {
 	struct image_store *images;
 	/* The largest archive POST /v1/images/import takes; 0 = IMAGE_IMPORT_MAX. */
 	uint64_t image_import_max;
+	/* How long an input no task took is kept (agentboxd --input-ttl); 0 = the default. */
+	uint64_t input_ttl_s;
 	/* POST /v1/images/pull's registries (image/pull.h); NULL = none configured. */
 	const struct image_registries *registries;
 	/* POST /v1/images/bootstrap's mirror and keyring (image/bootstrap.h); NULL: its defaults.
@@ -485,8 +489,9 @@ int api_error_response(struct api_response *ret, enum api_error_code code, const
 /* ---- routes ------------------------------------------------------------ */
 
 #define API_ROUTE_PUBLIC 0x1u /* no auth at all */
-/* a raw body, streamed (api_upload_*): up to API_FILE_MAX (a file), or
- * api_ctx.image_import_max (an image's archive) */
+/* a raw body, streamed (api_upload_*): up to API_FILE_MAX (a file),
+ * api_ctx.image_import_max (an image's archive), or SPEC_FILE_INPUT_MAX
+ * (a task's input) */
 #define API_ROUTE_RAW_BODY 0x2u
 
 struct api_route {
@@ -589,6 +594,13 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 
 /* Free (a temporary file left in the sandbox is removed). NULL is fine. */
 void api_upload_free(struct api_upload *u);
+
+/*
+ * Remove every input (POST /v1/inputs) no task took that is older than
+ * ttl_s at now_ms, arriving ones cut off included; each upload does it,
+ * and agentboxd at its start. 0, or -errno with err (state_dir unreadable).
+ */
+int api_inputs_sweep(const char *state_dir, int64_t now_ms, uint64_t ttl_s, struct error *err);
 
 /*
  * The exit object of the API for process pid from the shim's exit record

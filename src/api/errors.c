@@ -50,6 +50,7 @@ static const struct {
     [API_ERR_REGISTRY] = {"registry_error", 502},
     [API_ERR_BOOTSTRAP_FAILED] = {"bootstrap_failed", 502},
     [API_ERR_BAD_HANDSHAKE] = {"bad_handshake", 400},
+    [API_ERR_TOO_MANY_INPUTS] = {"too_many_inputs", 429},
 };
 
 const char *api_error_name(enum api_error_code code)

@@ -59,6 +59,8 @@ enum api_error_code {
 	API_ERR_BOOTSTRAP_FAILED, /* 502: debootstrap failed or ran past its time */
 	/* terminals */
 	API_ERR_BAD_HANDSHAKE, /* 400: exec with "tty" without a valid WebSocket upgrade */
+	/* a task's inputs (inputs.c) */
+	API_ERR_TOO_MANY_INPUTS, /* 429: the tenant holds as many untaken inputs as it may */
 	API_ERR_COUNT
 };
 

@@ -76,6 +76,7 @@ static const struct api_route routes[API_ROUTE_COUNT] = {
     {API_ROUTE_TASK_ARTIFACT, "GET", "/v1/tasks/{id}/artifacts/{path}", 0},
     {API_ROUTE_TASK_DELETE, "DELETE", "/v1/tasks/{id}", 0},
     {API_ROUTE_SANDBOX_EXEC_GET, "GET", "/v1/sandboxes/{id}/exec", ROUTE_OWN_QUERY},
+    {API_ROUTE_INPUTS_CREATE, "POST", "/v1/inputs", API_ROUTE_RAW_BODY},
 };
 
 static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
@@ -124,6 +125,7 @@ static int (*const handlers[API_ROUTE_COUNT])(struct api_call *c) = {
     [API_ROUTE_TASK_ARTIFACT] = api_task_artifact,
     [API_ROUTE_TASK_DELETE] = api_task_delete,
     [API_ROUTE_SANDBOX_EXEC_GET] = api_sandbox_exec_get,
+    [API_ROUTE_INPUTS_CREATE] = api_inputs_create,
 };
 
 static const char *const params_list[] = {"status", "limit", "after", "tenant", NULL};

@@ -9,6 +9,8 @@
  * instead, and is imported at its end (images.c).
  */
 #include "api/api-internal.h"
+#include "api/inputs.h"
+#include "core/limits.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -163,6 +165,9 @@ int api_files_delete(struct api_call *c)
 
 struct api_upload {
 	bool image;			/* an image's archive (images.c), not a sandbox's file */
+	bool input;			/* a task's input (inputs.c), not a sandbox's file */
+	char input_id[INPUT_ID_SIZE];	/* input: its id */
+	int64_t input_expires;		/* input: when it goes, untaken (ms) */
 	struct image_store *images;	/* image: the store */
 	char image_name[IMAGE_REF_MAX]; /* image: ?name=, normalized; "" = the archive's */
 	uint64_t max;			/* bytes the body may have */
@@ -279,6 +284,19 @@ static int image_upload_open(struct api_call *c, void *data)
 				     sizeof(u->image_name));
 }
 
+/* POST /v1/inputs, as api_upload_begin() runs it: check, then open the temporary file. */
+static int input_upload_open(struct api_call *c, void *data)
+{
+	struct api_upload *u = data;
+	u->input_expires = c->now + (int64_t)api_input_ttl_s(c->ctx) * 1000;
+	return api_input_upload_open(c, u->temp, sizeof(u->temp), &u->fd, u->input_id);
+}
+
+int api_inputs_create(struct api_call *c)
+{
+	return api_error_internal(c->err, ENOSYS, "POST /v1/inputs reached api_handle()");
+}
+
 int api_files_put(struct api_call *c)
 {
 	/* the server streams this body: api_upload_begin() */
@@ -303,10 +321,15 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
 	struct api_match m;
 	api_route_match(req->method, req->path, &m);
 	u->image = m.route && m.route->id == API_ROUTE_IMAGES_IMPORT;
+	u->input = m.route && m.route->id == API_ROUTE_INPUTS_CREATE;
 	u->images = ctx->images;
-	u->max = u->image ? api_image_import_max(ctx) : API_FILE_MAX;
-	if (api_run_deferred(ctx, req, &u->resp, u->image ? image_upload_open : upload_open, u,
-			     &u->audit, &u->begin_code) < 0 ||
+	u->max = u->image   ? api_image_import_max(ctx)
+		 : u->input ? SPEC_FILE_INPUT_MAX
+			    : API_FILE_MAX;
+	int (*open)(struct api_call *, void *) = u->image   ? image_upload_open
+						 : u->input ? input_upload_open
+							    : upload_open;
+	if (api_run_deferred(ctx, req, &u->resp, open, u, &u->audit, &u->begin_code) < 0 ||
 	    u->resp.status)
 		u->failed = true;
 	return u;
@@ -315,7 +338,7 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
 bool api_upload_expect(struct api_upload *u, uint64_t len)
 {
 	/* a file past its cap is read and dropped, then answered, as before */
-	if (!u->image || u->failed || len <= u->max)
+	if (!(u->image || u->input) || u->failed || len <= u->max)
 		return true;
 	u->too_large = true;
 	return false;
@@ -359,7 +382,7 @@ static int give_up_temp(struct api_upload *u)
 {
 	if (!u->temp[0])
 		return 0;
-	if (u->image) {
+	if (u->image || u->input) {
 		(void)unlink(u->temp);
 		u->temp[0] = '\0';
 		return 0;
@@ -377,6 +400,15 @@ static int give_up_temp(struct api_upload *u)
  */
 static int upload_commit(struct api_upload *u, struct api_error *e)
 {
+	if (u->input) {
+		int r = api_input_upload_finish(u->fd, u->temp, u->input_id, u->size,
+						u->input_expires, &u->resp, e);
+		CLOSE_FD(u->fd);
+		if (r < 0)
+			(void)give_up_temp(u);
+		u->temp[0] = '\0';
+		return r;
+	}
 	if (u->image) {
 		CLOSE_FD(u->fd);
 		int r = api_image_upload_finish(u->images, u->temp, u->image_name, &u->resp, e);
@@ -410,9 +442,12 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 		if (u->too_large) {
 			CLOSE_FD(u->fd);
 			(void)give_up_temp(u);
-			r = u->image
-				? api_error_set(&e, API_ERR_BODY_TOO_LARGE, NULL,
-						"the archive is larger than %llu bytes",
+			r = u->image ? api_error_set(&e, API_ERR_BODY_TOO_LARGE, NULL,
+						     "the archive is larger than %llu bytes",
+						     (unsigned long long)u->max)
+			    : u->input
+				? api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
+						"the input is larger than %llu bytes",
 						(unsigned long long)u->max)
 				: api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
 						"the file is larger than %u bytes", API_FILE_MAX);
@@ -420,11 +455,14 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 			CLOSE_FD(u->fd);
 			/* a copier that stalled was frozen, most likely: paused, then */
 			bool paused = give_up_temp(u) == EBUSY;
-			if (u->image)
+			if (u->image || u->input)
 				r = u->write_errno == ENOSPC
 					? api_error_set(&e, API_ERR_NO_SPACE, NULL,
-							"the image store's disk is full")
-					: api_error_internal(&e, u->write_errno, "image upload");
+							"the disk of the daemon's %s is full",
+							u->image ? "image store" : "inputs")
+					: api_error_internal(&e, u->write_errno,
+							     u->image ? "image upload"
+								      : "input upload");
 			else
 				r = upload_error(&e, paused ? EBUSY : u->write_errno, NULL);
 		} else {

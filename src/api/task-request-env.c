@@ -7,6 +7,7 @@
 
 #include "base/base64.h"
 #include "base/parse.h"
+#include "core/id.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -95,6 +96,30 @@ static const char *file_path_problem(const char *path)
  * A file's content: a string (UTF-8 text, no NUL), or {"base64": "..."}
  * (any bytes, strict base64). *ret_len gets its length in bytes.
  */
+/*
+ * {"input": ID} (a request), {"input": ID, "offset": O, "size": N} (a
+ * stored spec: the API took the input in, api/inputs.h). *ret_id: ID.
+ */
+static int file_input(json_t *v, const char *field, bool stored, const char **ret_id,
+		      struct api_error *e)
+{
+	const char *id = json_string_value(json_object_get(v, "input"));
+	json_t *off = json_object_get(v, "offset"), *size = json_object_get(v, "size");
+	if (!id || !id_is_valid(INPUT_ID_PREFIX, id))
+		return INVALID(e, field, "%s.input must be an input's id (%s...)", field,
+			       INPUT_ID_PREFIX);
+	if (!stored && json_object_size(v) != 1)
+		return INVALID(e, field, "%s must be {\"input\": \"%s...\"} and nothing else",
+			       field, INPUT_ID_PREFIX);
+	if (stored &&
+	    (json_object_size(v) != 3 || !json_is_integer(off) || !json_is_integer(size) ||
+	     json_integer_value(off) < 0 || json_integer_value(size) < 0 ||
+	     (uint64_t)json_integer_value(size) > SPEC_FILE_INPUT_MAX))
+		return INVALID(e, field, "%s is not a stored input", field);
+	*ret_id = id;
+	return 0;
+}
+
 static int file_content(json_t *v, const char *field, size_t *ret_len, struct api_error *e)
 {
 	if (json_is_string(v)) {
@@ -207,7 +232,7 @@ int task_request_parse_files(json_t *files, struct task_request *r, struct api_e
 		return (r->files = calloc(1, sizeof(*r->files))) ? 0 : -ENOMEM;
 	if (!json_is_object(files))
 		return INVALID(e, "files", "files must be an object of path: content");
-	size_t n = json_object_size(files), total = 0;
+	size_t n = json_object_size(files), total = 0, ninputs = 0;
 	if (n > TASK_REQUEST_FILES_MAX)
 		return INVALID(e, "files", "files has more than %d entries",
 			       TASK_REQUEST_FILES_MAX);
@@ -224,9 +249,19 @@ int task_request_parse_files(json_t *files, struct task_request *r, struct api_e
 		if (problem)
 			return INVALID(e, field, "file path %s", problem);
 		size_t len = 0;
-		int ret = file_content(v, field, &len, e);
+		const char *input = NULL;
+		int ret = json_object_get(v, "input") ? file_input(v, field, r->stored, &input, e)
+						      : file_content(v, field, &len, e);
 		if (ret < 0)
 			return ret;
+		for (size_t i = 0; input && i < r->nfiles; i++)
+			if (r->files[i].input && strcmp(r->files[i].input, input) == 0 &&
+			    !r->stored)
+				return INVALID(e, field, "%s names input %s, as %s does", field,
+					       input, r->files[i].path);
+		if (input && ++ninputs > TASK_INPUTS_MAX && !r->stored)
+			return INVALID(e, "files", "files name more than %d inputs",
+				       TASK_INPUTS_MAX);
 		total += len;
 		if (total > TASK_REQUEST_FILES_BYTES_MAX)
 			return INVALID(e, "files", "files hold more than %d bytes in all",
@@ -234,8 +269,10 @@ int task_request_parse_files(json_t *files, struct task_request *r, struct api_e
 		r->files[r->nfiles++] = (struct task_request_file){
 		    .path = key,
 		    .content = json_is_string(v) ? json_string_value(v) : NULL,
-		    .len = len};
+		    .len = len,
+		    .input = input};
 	}
+	r->ninputs = ninputs;
 	if (r->nfiles)
 		qsort(r->files, r->nfiles, sizeof(*r->files), file_cmp);
 	/* No file may be another's directory: sorted, a parent comes first. */

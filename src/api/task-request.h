@@ -82,6 +82,9 @@ struct task_request_file {
 	const char *content; /* len bytes of UTF-8 text, no NUL; NUL-terminated; NULL for
 				base64 content ({"base64": ...}: len bytes once decoded) */
 	size_t len;
+	/* {"input": ID}: an input (POST /v1/inputs), its bytes on the host; len 0,
+	 * content NULL. A stored spec's has its "offset" and "size" too. */
+	const char *input;
 };
 
 struct task_request {
@@ -100,6 +103,7 @@ struct task_request {
 
 	struct task_request_file *files; /* sorted by path */
 	size_t nfiles;
+	size_t ninputs; /* of files, those that name an input */
 
 	int network; /* enum egress_mode (egress/policy.h): none, allow or open */
 

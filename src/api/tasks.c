@@ -4,6 +4,7 @@
  */
 #include "api/api-internal.h"
 #include "api/image-choice.h"
+#include "api/inputs.h"
 
 #include "api/task-request.h"
 #include "base/cleanup.h"
@@ -12,8 +13,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* How often a new id is drawn when the store says one is taken. */
 #define ID_TRIES 4
@@ -113,6 +116,14 @@ static int check_task_quota(struct api_call *c, const struct quota *limit, struc
 	return 0;
 }
 
+/* Remove task id's directory if it is empty: made for a task that was not stored. */
+static void forget_dir(const char *state_dir, const char *id)
+{
+	char dir[PATH_MAX];
+	if (layout_task_dir(dir, sizeof(dir), state_dir, id) == 0)
+		(void)rmdir(dir);
+}
+
 int api_tasks_create(struct api_call *c)
 {
 	struct quota limit;
@@ -145,11 +156,26 @@ int api_tasks_create(struct api_call *c)
 		if (r == 0 && tr.secrets_json)
 			r = api_secrets_keep(c->ctx->state_dir, t.id, tr.secrets_json, &se);
 		bool kept = r == 0 && tr.secrets_json;
+		/* its inputs, into its directory before its row: see inputs.h */
+		bool took = r == 0 && tr.ninputs;
+		if (took && (r = api_inputs_take(c->ctx->state_dir, t.tenant, t.id, &tr.spec_json,
+						 c->err)) < 0) {
+			if (kept)
+				layout_secrets_forget(c->ctx->state_dir, t.id, true);
+			forget_dir(c->ctx->state_dir, t.id);
+			task_request_release(&tr);
+			return r;
+		}
+		t.spec_json = tr.spec_json;
 		if (r == 0)
 			r = store_task_insert_within(c->ctx->store, &t, limit.v[QUOTA_TASKS_QUEUED],
 						     &queued, &se);
+		if (r < 0 && took)
+			api_inputs_give_back(c->ctx->state_dir, t.tenant, t.id, tr.spec_json);
 		if (r < 0 && kept) /* ours: the file, and the directory made for it */
 			layout_secrets_forget(c->ctx->state_dir, t.id, true);
+		if (r < 0 && took) /* the directory the inputs were taken into, if it is empty */
+			forget_dir(c->ctx->state_dir, t.id);
 		if (r != -EEXIST)
 			break;
 	}

@@ -14,6 +14,10 @@
 /* Random characters after the prefix. */
 #define ID_RANDOM_CHARS 26
 
+/* An input's (POST /v1/inputs): "inp_" + 26 characters, and its size with the NUL. */
+#define INPUT_ID_PREFIX "inp_"
+#define INPUT_ID_SIZE	32
+
 /*
  * Write prefix + ID_RANDOM_CHARS random base32 characters + NUL into
  * id[0..size). 0, -EINVAL if that does not fit in size, or the -errno of

@@ -23,6 +23,8 @@
  *           manifest.json                   what was copied, and how much
  *           files/<sandbox path>            the copies (regular files, dirs)
  *       artifacts.new/                      the next ones, while being made
+ *       inputs/<input id>                   the inputs its files read, taken
+ *                                           from <state>/inputs/ at its create
  *       attempt-<N>/                        attempt N (supervisor/attempt.h):
  *           attempt.json                    what to run (the scheduler)
  *           lock, supervisor                the supervisor's lock and pid file
@@ -36,6 +38,10 @@
  *                                           its shim has read them
  *       end.json                            how it ended (the shim)
  *       procs/<pid>.out, .err, .json        a command's output and exit record
+ *   <state>/inputs/<tenant>/<input id>      an input uploaded (POST /v1/inputs)
+ *                                           that no task has named yet; .tmp-*
+ *                                           while its body arrives; removed
+ *                                           past agentboxd --input-ttl
  *   <state>/images/                         the image store (image/store.h), an
  *                                           OCI image layout:
  *       oci-layout, index.json              the layout's marker; the refs
@@ -102,6 +108,13 @@
 
 /* In a task's directory and a sandbox's: secret values, 0600, never in the store. */
 #define LAYOUT_SECRETS "secrets.json"
+/*
+ * inputs/: <state>/inputs/<tenant>/<input id>, uploaded and not yet
+ * named by a task (".tmp-*" while one arrives), and
+ * <state>/tasks/<id>/inputs/<input id>, those its files read.
+ */
+#define LAYOUT_INPUTS		 "inputs"
+#define LAYOUT_INPUT_TEMP_PREFIX ".tmp-"
 /* <state>/egress-ca: the daemon's CA for secrets (network/intercept.h) */
 #define LAYOUT_EGRESS_CA "egress-ca"
 

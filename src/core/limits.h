@@ -32,7 +32,18 @@
 #define SPEC_IDS	     65536u
 #define SPEC_ENV_ENTRY_MAX   (32 * 1024)  /* bytes in one KEY=VALUE */
 #define SPEC_FILES_MAX	     1024	  /* files placed in the sandbox at start */
-#define SPEC_FILES_BYTES_MAX (4ULL << 20) /* their total size */
+#define SPEC_FILES_BYTES_MAX (4ULL << 20) /* their total size, inputs aside */
+
+/*
+ * A task's inputs: files uploaded ahead of it (POST /v1/inputs), each
+ * named in its "files" by id, kept on the host's disk beside the task and
+ * copied into the sandbox by its init at every attempt. Every byte a
+ * client can make us keep is bounded here.
+ */
+#define SPEC_FILE_INPUT_MAX	 (1ULL << 30) /* 1 GiB: one input */
+#define TASK_INPUTS_MAX		 16	      /* inputs one task names */
+#define TASK_INPUTS_PENDING_MAX	 16	      /* inputs of a tenant not yet in a task */
+#define TASK_INPUT_TTL_DEFAULT_S 3600	      /* an input no task took is removed after */
 
 /*
  * A task's artifacts (supervisor/artifacts.h): what the supervisor copies

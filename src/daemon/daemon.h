@@ -155,7 +155,8 @@ struct daemon_config {
 	/* --rate, --rate-burst, --auth-fail-rate, --auth-fail-burst (rate 0: no limit;
 	 * burst 0: DAEMON_RATE_BURST_FACTOR times the rate) */
 	uint32_t rate, rate_burst, auth_fail_rate, auth_fail_burst;
-	int64_t retain_ms; /* --retain: ended tasks and sandboxes kept this long; 0: for ever */
+	int64_t retain_ms;    /* --retain: ended tasks and sandboxes kept this long; 0: for ever */
+	uint64_t input_ttl_s; /* --input-ttl: untaken inputs kept this long; 0: the default */
 };
 
 struct store_pool {
@@ -283,12 +284,15 @@ void daemon_tls_release(struct daemon_tls *t);
  * Removing what ended (retain.c, over sched/retain.h). option: --retain
  * DURATION (or "none") into cfg->retain_ms; 0, or -EINVAL after a message
  * on stderr. sweep: at the start, before the listeners, the task
- * directories no row names (a crash in a removal left them). start: with
+ * directories no row names (a crash in a removal left them), and the
+ * inputs no task took that are past --input-ttl. start: with
  * --retain, a thread of its own, with its own store, that removes ended
  * tasks and sandbox records older than it, RETAIN_BATCH of each a pass,
  * a pass every retain_tick_ms(); stop joins it. 0 or -errno with err.
  */
 int daemon_retain_option(struct daemon_config *cfg, const char *arg);
+/* --input-ttl DURATION (1s..30d) into cfg->input_ttl_s; 0, or -EINVAL after a message. */
+int daemon_input_ttl_option(struct daemon_config *cfg, const char *arg);
 int daemon_retain_sweep(struct daemon *d, struct store *st, struct error *err);
 int daemon_retain_start(struct daemon *d, struct error *err);
 void daemon_retain_stop(struct daemon *d);

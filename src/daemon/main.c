@@ -63,7 +63,8 @@ static const char usage_text[] =
     "                 [--tls-cert FILE --tls-key FILE]] [--max-running N]\n"
     "                 [--pool N] [--pool-network N]\n"
     "                 [--socket-user UID=TENANT]... [--tenant-quota NAME=VALUE]...\n"
-    "                 [--audit-rows N] [--retain DURATION] [--registry-config FILE]\n"
+    "                 [--audit-rows N] [--retain DURATION] [--input-ttl DURATION]\n"
+    "                 [--registry-config FILE]\n"
     "                 [--debian-mirror URL] [--debian-keyring FILE]\n"
     "                 [--supervisor PATH] [--shim PATH]\n"
     "                 [--rate N] [--rate-burst N] [--auth-fail-rate N] [--auth-fail-burst N]\n"
@@ -79,6 +80,8 @@ static const char usage_text[] =
     "  --retain DURATION  remove ended tasks (their records, logs, /state, files)\n"
     "                     and ended sandboxes' records this long after they ended:\n"
     "                     7d, 12h, 30s (1s to 36500d; default none: keep them)\n"
+    "  --input-ttl DURATION  remove an input (POST /v1/inputs) no task has named\n"
+    "                     this long after it arrived (1s to 30d; default 1h)\n"
     "  --tenant-quota NAME=VALUE  every tenant's quota NAME where its own does not\n"
     "                     say (agentbox tenant set): sandboxes, tasks_running,\n"
     "                     tasks_queued, memory_mb, cpus, disk_mb or timeout_s; a\n"
@@ -193,7 +196,7 @@ struct run {
 };
 
 /* Options without a letter. */
-enum { OPT_DEBIAN_MIRROR = 0x200, OPT_DEBIAN_KEYRING, OPT_RETAIN, OPT_ALLOW_ORIGIN };
+enum { OPT_DEBIAN_MIRROR = 0x200, OPT_DEBIAN_KEYRING, OPT_RETAIN, OPT_ALLOW_ORIGIN, OPT_INPUT_TTL };
 
 /* Parse argv into d->cfg. -1 to go on, else the exit status (help, usage error). */
 static int parse_options(int argc, char **argv, struct daemon *d, bool *print_token)
@@ -220,6 +223,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 	    {"debian-mirror", required_argument, NULL, OPT_DEBIAN_MIRROR},
 	    {"debian-keyring", required_argument, NULL, OPT_DEBIAN_KEYRING},
 	    {"retain", required_argument, NULL, OPT_RETAIN},
+	    {"input-ttl", required_argument, NULL, OPT_INPUT_TTL},
 	    {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
 	    {"print-token", no_argument, NULL, 'p'},
 	    {"socket-user", required_argument, NULL, 'U'},
@@ -489,6 +493,10 @@ static int parse_options(int argc, char **argv, struct daemon *d, bool *print_to
 			break;
 		case OPT_RETAIN:
 			if (daemon_retain_option(&d->cfg, optarg) < 0)
+				return 2;
+			break;
+		case OPT_INPUT_TTL:
+			if (daemon_input_ttl_option(&d->cfg, optarg) < 0)
 				return 2;
 			break;
 		case 'r':

@@ -6,7 +6,9 @@
  */
 #include "daemon/daemon.h"
 
+#include "api/api.h"
 #include "base/fileio.h"
+#include "core/limits.h"
 #include "base/parse.h"
 #include "sched/retain.h"
 
@@ -47,8 +49,29 @@ int daemon_retain_option(struct daemon_config *cfg, const char *arg)
 	return 0;
 }
 
+/* At most what a task may run: an input that waits longer is forgotten. */
+#define INPUT_TTL_MAX_MS (30ULL * 86400 * 1000)
+
+int daemon_input_ttl_option(struct daemon_config *cfg, const char *arg)
+{
+	uint64_t ms = 0;
+	if (parse_duration_ms(arg, &ms) < 0 || ms < 1000 || ms > INPUT_TTL_MAX_MS || ms % 1000) {
+		fprintf(stderr,
+			"agentboxd: --input-ttl: '%s' is not a duration of whole seconds from 1s "
+			"to 30d (1h, 90m, 30s)\n",
+			arg);
+		return -EINVAL;
+	}
+	cfg->input_ttl_s = ms / 1000;
+	return 0;
+}
+
 int daemon_retain_sweep(struct daemon *d, struct store *st, struct error *err)
 {
+	struct error ie = {0};
+	uint64_t ttl = d->cfg.input_ttl_s ? d->cfg.input_ttl_s : TASK_INPUT_TTL_DEFAULT_S;
+	if (api_inputs_sweep(d->cfg.state_dir, wall_clock_ms(), ttl, &ie) < 0)
+		fprintf(stderr, "agentboxd: removing expired inputs: %s\n", ie.msg);
 	size_t removed = 0;
 	struct error e = {0};
 	int r = retain_sweep(st, d->cfg.state_dir, &removed, &e);

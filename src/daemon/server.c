@@ -484,6 +484,7 @@ static void make_ctx(struct listener *l, struct MHD_Connection *c, struct api_ct
 	    .origins = l->d->cfg.origins,
 	    .norigins = l->d->cfg.norigins,
 	    .audit_rows = l->d->cfg.audit_rows,
+	    .input_ttl_s = l->d->cfg.input_ttl_s,
 	    .store_release = release_store,
 	    .store_acquire = acquire_store,
 	    .fleet_ops = &fleet_shim_ops,

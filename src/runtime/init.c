@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -217,6 +218,38 @@ static int export_dirs(const struct launch_ctx *ctx, struct error *err)
 }
 
 /*
+ * An input's bytes, from its fd (a file of the host's, opened read-only
+ * outside) into out: sendfile() between files, in the kernel, so the
+ * pages written are this cgroup's. 0, or -errno (ENOSPC: the sandbox's
+ * disk is full; EIO: the input is shorter than it was when checked).
+ */
+static int copy_input(const struct spec_file *f, int out)
+{
+	off_t off = (off_t)f->offset;
+	uint64_t left = f->len;
+	while (left > 0) {
+		ssize_t n = sendfile(out, f->fd, &off, left > (1u << 30) ? (1u << 30) : left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		left -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Does a file after spec->files[i] read the same input fd (parts of one tar)? */
+static bool fd_used_after(const struct spec *spec, size_t i)
+{
+	for (size_t k = i + 1; k < spec->nfiles; k++)
+		if (spec->files[k].from_fd && spec->files[k].fd == spec->files[i].fd)
+			return true;
+	return false;
+}
+
+/*
  * Create spec->files, as the sandbox user (after the drop), so they belong
  * to it; their parents are made as needed. Paths were checked to lie under
  * the workdir or /tmp.
@@ -235,8 +268,10 @@ static int place_files(const struct spec *spec, struct error *err)
 		    open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0)
 			return error_set_errno(err, errno, "files: create %s", f->path);
-		if ((r = write_all(fd, f->data, f->len)) < 0)
+		if ((r = f->from_fd ? copy_input(f, fd) : write_all(fd, f->data, f->len)) < 0)
 			return error_set_errno(err, -r, "files: write %s", f->path);
+		if (f->from_fd && !fd_used_after(spec, i))
+			close(f->fd); /* nothing of the host's disk stays open in pid 1 */
 	}
 	return 0;
 }

@@ -172,7 +172,10 @@ static struct spec *copy_spec_pass(struct block *b, const struct spec *src)
 	}
 	for (size_t i = 0; i < src->nfiles; i++) {
 		const char *path = block_str(b, src->files[i].path);
-		const char *data = block_put(b, src->files[i].data, src->files[i].len, 1);
+		/* an input stays in its fd, which init inherits with the rest */
+		const char *data = src->files[i].from_fd
+				       ? NULL
+				       : block_put(b, src->files[i].data, src->files[i].len, 1);
 		if (files) {
 			files[i].path = path;
 			files[i].data = data;

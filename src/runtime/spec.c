@@ -147,7 +147,13 @@ static int check_files(const struct spec *spec, struct error *err)
 		if (!is_below(f->path, spec->workdir) && !is_below(f->path, "/tmp"))
 			return error_set(err, EINVAL, "files: '%s' is not under %s or /tmp",
 					 f->path, spec->workdir);
-		total += f->len;
+		if (f->from_fd && (f->fd < SPEC_FILE_FD_MIN || f->len > SPEC_FILE_INPUT_MAX))
+			return error_set(err, E2BIG,
+					 "files: '%s': an input of more than %llu bytes, or its fd "
+					 "below %d",
+					 f->path, (unsigned long long)SPEC_FILE_INPUT_MAX,
+					 SPEC_FILE_FD_MIN);
+		total += f->from_fd ? 0 : f->len; /* an input is bounded on its own */
 		if (total > SPEC_FILES_BYTES_MAX)
 			return error_set(err, E2BIG, "files: more than %llu bytes in all",
 					 (unsigned long long)SPEC_FILES_BYTES_MAX);

@@ -64,10 +64,22 @@ struct volume {
 };
 
 /* A file created in the sandbox before the command starts, owned by it. */
+/*
+ * A file the sandbox starts with: data[0..len), or, when from_fd, len
+ * bytes of fd from offset (a task's input, kept on the host's disk: init
+ * copies it in, so its pages are the sandbox's). fd is the caller's, at
+ * least SPEC_FILE_FD_MIN (init's own fds are below), and may be shared by
+ * several files (the members of one tar); init reads it before the
+ * command exists, and closes it once its last file is written.
+ */
+#define SPEC_FILE_FD_MIN 16
 struct spec_file {
 	const char *path; /* absolute, under the workdir or /tmp */
 	const char *data;
 	size_t len;
+	bool from_fd;
+	int fd;
+	uint64_t offset;
 };
 
 enum network_mode {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int load_command(json_t *cmd, struct attempt *a, struct error *err)
@@ -64,7 +65,57 @@ static int load_env(json_t *env, struct attempt *a, struct error *err)
 	return 0;
 }
 
-static int load_files(json_t *files, struct attempt *a, struct error *err)
+/*
+ * An input of the task: its file in the task's inputs/ (tasks_fd: the
+ * task's directory), open once however many files read it, above init's
+ * own fds. The fd is the attempt's (a->input_fds).
+ */
+static int open_input(struct attempt *a, int task_fd, const char *id, struct error *err)
+{
+	for (size_t k = 0; k < a->ninputs; k++)
+		if (strcmp(a->input_ids[k], id) == 0)
+			return a->input_fds[k];
+	if (a->ninputs == TASK_INPUTS_MAX)
+		return error_set(err, E2BIG, "attempt.json: more than %d inputs", TASK_INPUTS_MAX);
+	char name[256];
+	if ((size_t)snprintf(name, sizeof(name), "%s/%s", LAYOUT_INPUTS, id) >= sizeof(name))
+		return error_set(err, EINVAL, "attempt.json: input %s", id);
+	_cleanup_close_ int fd = openat(task_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return error_set_errno(err, errno, "the task's input %s", id);
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, SPEC_FILE_FD_MIN);
+	if (high < 0)
+		return error_set_errno(err, errno, "the task's input %s", id);
+	snprintf(a->input_ids[a->ninputs], sizeof(a->input_ids[0]), "%s", id);
+	a->input_fds[a->ninputs++] = high;
+	return high;
+}
+
+/* {"input": ID, "offset": O, "size": N}: N bytes of the task's input ID from O. */
+static int load_input(json_t *content, struct attempt *a, int task_fd, const char *path,
+		      struct spec_file *f, struct error *err)
+{
+	const char *id = json_string_value(json_object_get(content, "input"));
+	json_t *off = json_object_get(content, "offset"), *size = json_object_get(content, "size");
+	if (!id || !json_is_integer(off) || !json_is_integer(size) || json_integer_value(off) < 0 ||
+	    json_integer_value(size) < 0 ||
+	    (uint64_t)json_integer_value(size) > SPEC_FILE_INPUT_MAX)
+		return error_set(err, EINVAL, "attempt.json: spec.files.%s", path);
+	int fd = open_input(a, task_fd, id, err);
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	uint64_t o = (uint64_t)json_integer_value(off), n = (uint64_t)json_integer_value(size);
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < o || (uint64_t)st.st_size - o < n)
+		return error_set(err, EIO, "the task's input %s is shorter than its files", id);
+	char *p = strdup(path);
+	if (!p)
+		return error_set(err, ENOMEM, "out of memory");
+	*f = (struct spec_file){.path = p, .len = n, .from_fd = true, .fd = fd, .offset = o};
+	return 0;
+}
+
+static int load_files(json_t *files, const char *dir, struct attempt *a, struct error *err)
 {
 	size_t n = json_object_size(files), i = 0;
 	if (n == 0)
@@ -72,10 +123,28 @@ static int load_files(json_t *files, struct attempt *a, struct error *err)
 	a->files = calloc(n, sizeof(*a->files));
 	if (!a->files)
 		return error_set(err, ENOMEM, "out of memory");
+	_cleanup_close_ int task_fd = -1;
 	const char *path;
 	json_t *content;
 	json_object_foreach(files, path, content)
 	{
+		if (json_object_get(content, "input")) {
+			/* dir is the attempt's: the task's is its parent */
+			if (task_fd < 0 &&
+			    (task_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+				int t = openat(task_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+				close(task_fd);
+				task_fd = t;
+			}
+			if (task_fd < 0)
+				return error_set_errno(err, errno, "open the task's directory");
+			int r = load_input(content, a, task_fd, path, &a->files[i], err);
+			if (r < 0)
+				return r;
+			a->spec.files = a->files;
+			a->spec.nfiles = ++i;
+			continue;
+		}
 		/* a string (text), or {"base64": ...} (any bytes): the API checked both */
 		json_t *b64 = json_object_get(content, "base64");
 		struct buf b = {.max = SPEC_FILES_BYTES_MAX};
@@ -97,6 +166,8 @@ static int load_files(json_t *files, struct attempt *a, struct error *err)
 			return error_set(err, ENOMEM, "out of memory");
 		}
 		a->files[i++] = (struct spec_file){.path = p, .data = data, .len = len};
+		a->spec.files = a->files;
+		a->spec.nfiles = i;
 	}
 	a->spec.files = a->files;
 	a->spec.nfiles = i;
@@ -141,7 +212,7 @@ int attempt_load(const char *dir, int dirfd, struct attempt *a, struct error *er
 	}
 	if ((r = load_command(json_object_get(spec, "command"), a, err)) < 0 ||
 	    (r = load_env(json_object_get(spec, "env"), a, err)) < 0 ||
-	    (r = load_files(json_object_get(spec, "files"), a, err)) < 0)
+	    (r = load_files(json_object_get(spec, "files"), dir, a, err)) < 0)
 		return r;
 	json_t *artifacts = json_object_get(spec, "artifacts");
 	if (json_array_size(artifacts) > 0) {
@@ -188,6 +259,8 @@ void attempt_release(struct attempt *a)
 		free((char *)a->files[i].data);
 	}
 	free(a->files);
+	for (size_t k = 0; k < a->ninputs; k++)
+		close(a->input_fds[k]);
 	json_decref(a->artifacts);
 	*a = (struct attempt){.image.use_fd = -1};
 }

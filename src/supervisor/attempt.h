@@ -46,8 +46,12 @@ struct attempt {
 	char **argv;		 /* owned, NULL-terminated */
 	char **env;		 /* owned "KEY=VALUE", spec.env points at these */
 	struct spec_file *files; /* owned */
-	char state_path[1024];	 /* host side of /state: its image (state.h) */
-	uint64_t state_bytes;	 /* limits.state_mb */
+	/* the task's inputs the files read (load_files()): their fds, owned */
+	char input_ids[TASK_INPUTS_MAX][64];
+	int input_fds[TASK_INPUTS_MAX];
+	size_t ninputs;
+	char state_path[1024]; /* host side of /state: its image (state.h) */
+	uint64_t state_bytes;  /* limits.state_mb */
 	char progress_fifo[1024];
 	struct volume volumes[2];
 	struct spec_network net; /* the spec's network, if it has one */

@@ -1,0 +1,47 @@
+/*
+ * inputs.h - a task's inputs (inputs.c): files uploaded ahead of a task
+ * (POST /v1/inputs, an upload like a sandbox's file), taken into the
+ * task's directory when a task names them in "files".
+ */
+#ifndef AGENTBOX_API_INPUTS_H
+#define AGENTBOX_API_INPUTS_H
+
+#include "api/api-internal.h"
+#include "core/id.h"
+
+/* The TTL of an input no task took: ctx->input_ttl_s, or its default. */
+uint64_t api_input_ttl_s(const struct api_ctx *ctx);
+
+/*
+ * POST /v1/inputs, as api_upload_begin() runs it: the caller's tenant
+ * may hold one more (else 429 too_many_inputs), and its temporary file
+ * is open: *ret_fd (the caller's), its path in temp, the input's new id
+ * in id. 0, or an error in c->err.
+ */
+int api_input_upload_open(struct api_call *c, char *temp, size_t size, int *ret_fd,
+			  char id[INPUT_ID_SIZE]);
+
+/*
+ * The body is in (size bytes in fd, not closed here): durable, then
+ * renamed to its id; *ret the 201. 0, or an error in e (507 no_space).
+ * On an error the caller removes temp.
+ */
+int api_input_upload_finish(int fd, const char *temp, const char *id, uint64_t size,
+			    int64_t expires_ms, struct api_response *ret, struct api_error *e);
+
+/*
+ * Task task_id takes the inputs its canonical spec's files name (they
+ * must be tenant's and not yet taken): each moves into the task's
+ * directory (made if need be), durably, and its entry gets "offset" 0
+ * and "size"; *spec_json is replaced by the new text. 0; -EINVAL with e
+ * naming the file (no such input), or an internal error; -ENOMEM. On
+ * failure every input is where it was.
+ */
+int api_inputs_take(const char *state_dir, const char *tenant, const char *task_id,
+		    char **spec_json, struct api_error *e);
+
+/* The inputs spec_json's files name, back from the task's directory (its insert failed). */
+void api_inputs_give_back(const char *state_dir, const char *tenant, const char *task_id,
+			  const char *spec_json);
+
+#endif
