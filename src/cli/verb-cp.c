@@ -11,6 +11,7 @@
 #include "base/json-cleanup.h"
 #include "cli/cli.h"
 #include "cli/cp.h"
+#include "cli/upload.h"
 #include "client/client.h"
 
 #include <errno.h>
@@ -90,39 +91,12 @@ static const char *last_name(const char *path)
 
 /* ---- into the sandbox ------------------------------------------------------ */
 
-struct upload {
-	int fd;
-	const char *name;
-	uint64_t size, sent;
-};
-
-/* Hands the file on piece by piece; it must neither shrink nor grow meanwhile. */
-static ssize_t read_piece(void *data, char *buf, size_t size, struct error *err)
-{
-	struct upload *u = data;
-	ssize_t n = read_all(u->fd, buf, size);
-	if (n < 0)
-		return error_set_errno(err, (int)-n, "reading %s", u->name);
-	u->sent += (uint64_t)n;
-	if ((size_t)n < size)
-		return error_set(err, EIO, "%s shrank while it was being copied", u->name);
-	if (u->sent == u->size) {
-		char extra;
-		ssize_t k = read(u->fd, &extra, 1);
-		if (k < 0)
-			return error_set_errno(err, errno, "reading %s", u->name);
-		if (k > 0)
-			return error_set(err, EIO, "%s grew while it was being copied", u->name);
-	}
-	return n;
-}
-
 int cp_file_in(struct client *c, const char *local, const struct cp_remote *rem)
 {
 	struct error err = {0};
 	_cleanup_free_ char *dest = NULL, *target = NULL, *data = NULL;
 	_cleanup_close_ int fd = -1;
-	struct upload u = {.name = local};
+	struct cli_upload u = {.name = local};
 	struct client_request req = {.method = "PUT", .content_type = "application/octet-stream"};
 
 	const char *path = rem->path;
@@ -173,13 +147,7 @@ int cp_file_in(struct client *c, const char *local, const struct cp_remote *rem)
 					local, CP_FILE_MAX >> 20);
 		u.fd = fd;
 		u.size = (uint64_t)st.st_size;
-		req.body_len = (size_t)st.st_size;
-		if (u.size > 0) {
-			req.read_body = read_piece;
-			req.read_body_data = &u;
-		} else {
-			req.body = "";
-		}
+		cli_upload_body(&req, &u);
 	}
 
 	_cleanup_json_ json_t *answer = NULL;

@@ -13,8 +13,10 @@
 #include "base/json-cleanup.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/upload.h"
 #include "cli/options.h"
 #include "client/client.h"
+#include "core/limits.h"
 #include "core/task.h"
 
 #include <dirent.h>
@@ -51,7 +53,9 @@ static const char help[] =
     "                       absolute path SANDBOX (text as is, other bytes as\n"
     "                       base64); a directory LOCAL, every file beneath it\n"
     "                       (symlinks left out); repeatable; at most 4 MiB and\n"
-    "                       1024 files for all together\n"
+    "                       1024 files for all together, but files past 1 MiB:\n"
+    "                       those are sent ahead (POST /v1/inputs), up to 16\n"
+    "                       of them, 1 GiB each\n"
     "  --artifact PATH      keep PATH (a file, or a directory: PATH/) of the\n"
     "                       sandbox when the task ends: agentbox artifacts ID;\n"
     "                       repeatable\n" CLI_HELP_NETWORK CLI_HELP_IMAGE CLI_HELP_METADATA
@@ -87,9 +91,24 @@ static const struct option options[] = {
     {0},
 };
 
+/*
+ * A --file past this is sent ahead as an input (POST /v1/inputs), streamed,
+ * and named in files by its id; at most TASK_INPUTS_MAX of them.
+ */
+#define SUBMIT_INLINE_MAX (1u << 20)
+
+/* A file to send ahead as an input: its fd (owned), names, and size. */
+struct submit_input {
+	int fd;
+	char *local, *dest;
+	uint64_t size;
+};
+
 struct submit_args {
 	json_t *body; /* the request, built as options come */
 	size_t file_bytes;
+	struct submit_input inputs[TASK_INPUTS_MAX];
+	size_t ninputs;
 	const char *socket_path;
 	bool help;
 };
@@ -163,6 +182,66 @@ static json_t *file_content(const char *data, size_t len)
 	return v;
 }
 
+/* The regular file fd (named local), to send ahead as an input for files[dest]. */
+static int add_input(struct submit_args *a, int fd, const char *local, const char *dest,
+		     uint64_t size, struct error *err)
+{
+	if (size > SPEC_FILE_INPUT_MAX)
+		return error_set(err, EFBIG, "--file: %s: a file may hold at most %llu MiB", local,
+				 SPEC_FILE_INPUT_MAX >> 20);
+	if (a->ninputs == TASK_INPUTS_MAX)
+		return error_set(err, E2BIG, "--file: more than %d files past %u MiB",
+				 TASK_INPUTS_MAX, SUBMIT_INLINE_MAX >> 20);
+	struct submit_input *in = &a->inputs[a->ninputs];
+	*in = (struct submit_input){.fd = fcntl(fd, F_DUPFD_CLOEXEC, 3),
+				    .local = strdup(local),
+				    .dest = strdup(dest),
+				    .size = size};
+	a->ninputs++; /* released whatever happens next */
+	if (in->fd < 0 || !in->local || !in->dest)
+		return error_set_errno(err, in->fd < 0 ? errno : ENOMEM, "--file: %s", local);
+	/* its place in files, for the order of the keys; its id once it is sent */
+	json_t *files = member(a, "files", false);
+	if (!files || json_object_set_new(files, dest, json_null()) < 0)
+		return error_set_errno(err, ENOMEM, "building the request");
+	return 0;
+}
+
+/* Send the inputs, each named in files by the id agentboxd answers with. */
+static int send_inputs(struct client *c, struct submit_args *a, struct error *err)
+{
+	json_t *files = json_object_get(a->body, "files");
+	for (size_t i = 0; i < a->ninputs; i++) {
+		struct submit_input *in = &a->inputs[i];
+		struct cli_upload u = {.fd = in->fd, .name = in->local, .size = in->size};
+		struct client_request req = {.method = "POST",
+					     .target = "/v1/inputs",
+					     .content_type = "application/octet-stream"};
+		cli_upload_body(&req, &u);
+		_cleanup_json_ json_t *answer = NULL;
+		int r = client_request(c, &req, &answer, err);
+		if (r < 0)
+			return r;
+		json_t *id = json_object_get(answer, "id");
+		if (!json_is_string(id))
+			return error_set(err, EPROTO, "agentboxd's answer to an input has no id");
+		if (json_object_set_new(files, in->dest, json_pack("{s:O}", "input", id)) < 0)
+			return error_set_errno(err, ENOMEM, "building the request");
+	}
+	return 0;
+}
+
+static void release_inputs(struct submit_args *a)
+{
+	for (size_t i = 0; i < a->ninputs; i++) {
+		if (a->inputs[i].fd >= 0)
+			close(a->inputs[i].fd);
+		free(a->inputs[i].local);
+		free(a->inputs[i].dest);
+	}
+	a->ninputs = 0;
+}
+
 /* Read the regular file fd (named local) into files[dest]. */
 static int add_file_fd(struct submit_args *a, int fd, const char *local, const char *dest,
 		       struct error *err)
@@ -178,6 +257,8 @@ static int add_file_fd(struct submit_args *a, int fd, const char *local, const c
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return error_set_errno(err, errno, "--file: %s", local);
+	if ((uint64_t)st.st_size > SUBMIT_INLINE_MAX)
+		return add_input(a, fd, local, dest, (uint64_t)st.st_size, err);
 	size_t left = SUBMIT_FILES_MAX - a->file_bytes;
 	if ((uint64_t)st.st_size > left)
 		return error_set(err, EFBIG,
@@ -404,18 +485,25 @@ int verb_submit(int argc, char **argv)
 	struct error err = {0};
 	if (!body)
 		return cli_fail("submit: out of memory");
-	if (parse_args(argc, argv, &a, &err) < 0)
-		return cli_fail("submit: %s", err.msg);
-	if (a.help) {
+	int r = parse_args(argc, argv, &a, &err);
+	if (r < 0 || a.help) {
+		release_inputs(&a);
+		if (r < 0)
+			return cli_fail("submit: %s", err.msg);
 		fputs(help, stdout);
 		return 0;
 	}
 
 	struct client c;
-	if (client_init(&c, a.socket_path, &err) < 0)
+	if (client_init(&c, a.socket_path, &err) < 0) {
+		release_inputs(&a);
 		return cli_fail("submit: %s", err.msg);
+	}
 	_cleanup_json_ json_t *task = NULL;
-	int r = client_call(&c, "POST", "/v1/tasks", a.body, &task, &err);
+	r = send_inputs(&c, &a, &err);
+	release_inputs(&a);
+	if (r == 0)
+		r = client_call(&c, "POST", "/v1/tasks", a.body, &task, &err);
 	client_release(&c);
 	if (r < 0)
 		return cli_fail("submit: %s", err.msg);

@@ -314,6 +314,7 @@ ROUTE_VERBS = {
     "GET /v1/images/{ref}": "image inspect",
     "DELETE /v1/images/{ref}": "image rm",
     "POST /v1/images/pull": "image pull",
+    "POST /v1/inputs": "submit",  # a --file past 1 MiB is sent ahead as an input
 }
 # routes no person calls, and why
 NO_VERB = {
