@@ -277,6 +277,9 @@ struct api_response {
 	struct api_process_stream process; /* PROCESS_STREAM */
 	struct api_terminal terminal;	   /* TERMINAL: fd is the shim's connection */
 	struct api_pieces *pieces;	   /* PIECES: owned (take it: TAKE_PTR) */
+	/* FILE of GET .../files?format=tar: entries left out (not regular files or
+	 * directories), sent as API_FILES_TAR_SKIPPED_HEADER; else 0 */
+	uint64_t skipped;
 };
 
 /* Free the body, close the fd; the response can be reused. */
@@ -544,6 +547,21 @@ int api_output_path(const char *state_dir, const char *id, uint32_t attempt, con
 
 /* A file body (PUT .../files) may be this large; more is 413 file_too_large. */
 #define API_FILE_MAX (64u << 20)
+
+/*
+ * A directory as a tar (GET and PUT .../files?format=tar, sandbox-files-tar.c).
+ * GET: at most API_FILES_TAR_ENTRIES_MAX entries (the directory itself
+ * included), API_FILES_TAR_DEPTH_MAX levels below it, and a tar of at most
+ * API_FILES_TAR_BYTES_MAX bytes, spooled to an unnamed temporary file of the
+ * state directory's; more is 413 file_too_large. PUT: a body (the tar) of at
+ * most API_FILES_TAR_BYTES_MAX bytes, spooled the same way, with at most
+ * API_FILES_TAR_ENTRIES_MAX members; more is 413 body_too_large.
+ */
+#define API_FILES_TAR_ENTRIES_MAX 100000
+#define API_FILES_TAR_DEPTH_MAX	  64
+#define API_FILES_TAR_BYTES_MAX	  (UINT64_C(256) << 20)
+/* The response header of GET .../files?format=tar: how many entries were left out. */
+#define API_FILES_TAR_SKIPPED_HEADER "X-Agentbox-Skipped"
 
 /* An upload in progress (PUT .../files): the body goes into the sandbox. */
 struct api_upload;

@@ -1,0 +1,193 @@
+"""A sandbox's directory as a tar, both ways: GET and PUT
+/v1/sandboxes/{id}/files?path=DIR&format=tar against the real agentboxd
+and real sandboxes (docs/api.md, "Files"), and `agentbox cp -r` over them.
+"""
+import io
+import json
+import os
+import subprocess
+import tarfile
+import urllib.parse
+
+import pytest
+
+from conftest import AGENTBOX
+from daemon import Daemon, UnixHTTPConnection
+
+TAR_BYTES_MAX = 256 << 20  # API_FILES_TAR_BYTES_MAX
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("files-tar")).start()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def sbx(daemon):
+    sid = daemon.create_sandbox(limits={"memory_mb": 256})
+    yield sid
+    daemon.request("DELETE", f"/v1/sandboxes/{sid}")
+
+
+def url(sid, path, **q):
+    return f"/v1/sandboxes/{sid}/files?" + urllib.parse.urlencode({"path": path, **q})
+
+
+def sh(daemon, sid, script):
+    st, body = daemon.request("POST", f"/v1/sandboxes/{sid}/exec",
+                              {"command": ["sh", "-c", script]}, timeout=60)
+    assert st == 200, body
+    assert body["exit_code"] == 0, body
+    return body["stdout"]
+
+
+def get_tar(daemon, sid, path):
+    st, payload, resp = daemon.request("GET", url(sid, path, format="tar"), raw=True)
+    return st, payload, resp
+
+
+def put_tar(daemon, sid, path, data):
+    return daemon.request("PUT", url(sid, path, format="tar"), data,
+                          headers={"Content-Type": "application/x-tar"})
+
+
+def make_tar(members):
+    """members: [(TarInfo fields dict, data or None)] -> tar bytes."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for fields, data in members:
+            ti = tarfile.TarInfo(fields.pop("name"))
+            for k, v in fields.items():
+                setattr(ti, k, v)
+            if data is not None:
+                ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def listing(daemon, sid, path):
+    st, body = daemon.request("GET", url(sid, path, list="1"))
+    return st, body
+
+
+# ---- GET ---------------------------------------------------------------------------
+
+
+def test_get_tar_names_from_the_directory_and_leaves_symlinks_out(daemon, sbx):
+    sh(daemon, sbx, "mkdir -p /workspace/d/sub/empty && printf hi > /workspace/d/a.txt && "
+       ": > /workspace/d/sub/zero && head -c 70000 /dev/urandom > /workspace/d/sub/bin && "
+       "ln -s /etc /workspace/d/etc && ln -s /etc/passwd /workspace/d/passwd && "
+       "mkfifo /workspace/d/fifo && printf 'sp ace' > '/workspace/d/a b'")
+    st, payload, resp = get_tar(daemon, sbx, "/workspace/d")
+    assert st == 200, payload
+    assert resp.getheader("Content-Type") == "application/x-tar"
+    assert int(resp.getheader("Content-Length")) == len(payload)
+    # the two symlinks and the FIFO are left out, and counted
+    assert resp.getheader("X-Agentbox-Skipped") == "3"
+    with tarfile.open(fileobj=io.BytesIO(payload)) as t:
+        members = {m.name: m for m in t.getmembers()}
+        assert sorted(members) == ["d", "d/a b", "d/a.txt", "d/sub", "d/sub/bin",
+                                   "d/sub/empty", "d/sub/zero"]
+        assert all(m.isdir() or m.isfile() for m in members.values())
+        assert t.extractfile("d/a.txt").read() == b"hi"
+        assert t.extractfile("d/a b").read() == b"sp ace"
+        assert t.extractfile("d/sub/zero").read() == b""
+        binary = t.extractfile("d/sub/bin").read()
+    assert len(binary) == 70000
+    # byte for byte: the sandbox's own checksum of it
+    want = sh(daemon, sbx, "sha256sum /workspace/d/sub/bin").split()[0]
+    import hashlib
+    assert hashlib.sha256(binary).hexdigest() == want
+    # nothing of the host's /etc came through the symlink
+    assert not any(n.startswith("d/etc/") for n in members)
+
+
+def test_get_tar_of_a_file_a_bad_format_and_a_missing_path(daemon, sbx):
+    sh(daemon, sbx, "printf x > /workspace/f")
+    st, payload, _ = get_tar(daemon, sbx, "/workspace/f")
+    assert st == 400, payload
+    err = json.loads(payload)["error"]
+    assert err["code"] == "not_a_file" and err["field"] == "path"
+    st, body = daemon.request("GET", url(sbx, "/workspace", format="bogus"))
+    assert st == 400 and body["error"]["code"] == "invalid_field"
+    assert body["error"]["field"] == "format"
+    st, body = daemon.request("GET", url(sbx, "/workspace/nope", format="tar"))
+    assert st == 404 and body["error"]["code"] == "file_not_found"
+    st, body = daemon.request("GET", url(sbx, "/workspace", format="tar", list="1"))
+    assert st == 400 and body["error"]["field"] == "format"
+
+
+# ---- PUT ---------------------------------------------------------------------------
+
+
+def test_put_tar_unpacks_files_and_directories(daemon, sbx):
+    blob = bytes(range(256)) * 300
+    tar = make_tar([
+        ({"name": ".", "type": tarfile.DIRTYPE}, None),
+        ({"name": "./sub", "type": tarfile.DIRTYPE}, None),
+        ({"name": "./sub/empty", "type": tarfile.DIRTYPE}, None),
+        ({"name": "./sub/bin"}, blob),
+        ({"name": "./zero"}, b""),
+        ({"name": "./with space.txt"}, b"s p a c e"),
+    ])
+    st, body = put_tar(daemon, sbx, "/workspace/up", tar)
+    assert st == 200, body
+    assert body == {"path": "/workspace/up", "files": 3, "directories": 2,
+                    "bytes": len(blob) + 9}
+    out = sh(daemon, sbx, "cd /workspace/up && find . | sort && sha256sum sub/bin && "
+             "cat 'with space.txt' && stat -c %s zero")
+    import hashlib
+    assert out.split("\n")[:6] == [".", "./sub", "./sub/bin", "./sub/empty",
+                                   "./with space.txt", "./zero"]
+    assert hashlib.sha256(blob).hexdigest() in out
+    assert out.rstrip().endswith("s p a c e0")
+
+
+@pytest.mark.parametrize("member,why", [
+    ({"name": "../x"}, "not a relative, canonical name"),
+    ({"name": "a/../../x"}, "not a relative, canonical name"),
+    ({"name": "/tmp/x"}, "not a relative, canonical name"),
+    ({"name": "ln", "type": tarfile.SYMTYPE, "linkname": "/etc"}, "a symlink"),
+    ({"name": "hl", "type": tarfile.LNKTYPE, "linkname": "ok"}, "a hard link"),
+    ({"name": "fifo", "type": tarfile.FIFOTYPE}, "not a regular file"),
+])
+def test_put_tar_refuses_a_hostile_member_and_writes_nothing(daemon, sbx, member, why):
+    name = member["name"]
+    data = None if member.get("type") not in (None, tarfile.REGTYPE) else b"evil"
+    tar = make_tar([({"name": "ok"}, b"fine"), (dict(member), data)])
+    st, body = put_tar(daemon, sbx, "/workspace/t/in", tar)
+    assert st == 400, body
+    assert body["error"]["code"] == "invalid_field"
+    assert name in body["error"]["message"] and why in body["error"]["message"]
+    assert name in body["error"]["field"]
+    # nothing written: not the good member before it, not outside
+    st, _ = listing(daemon, sbx, "/workspace/t/in")
+    assert st == 404
+    out = sh(daemon, sbx, "ls -A /workspace /workspace/t /tmp 2>&1; test ! -e /workspace/x "
+             "&& test ! -e /tmp/x && echo clean")
+    assert out.rstrip().endswith("clean"), out
+
+
+def test_put_tar_not_a_tar_and_a_bad_format(daemon, sbx):
+    st, body = put_tar(daemon, sbx, "/workspace/nt", b"this is not a tar" * 100)
+    assert st == 400 and body["error"]["field"] == "body", body
+    st, body = daemon.request("PUT", url(sbx, "/workspace/nt", format="zip"), b"x",
+                              headers={"Content-Type": "application/x-tar"})
+    assert st == 400 and body["error"]["field"] == "format", body
+
+
+def test_put_tar_over_the_limit_is_413(daemon, sbx):
+    conn = UnixHTTPConnection(daemon.socket, timeout=30)
+    conn.putrequest("PUT", url(sbx, "/workspace/big", format="tar"))
+    conn.putheader("Content-Type", "application/x-tar")
+    conn.putheader("Content-Length", str(TAR_BYTES_MAX + 1))
+    conn.endheaders()
+    resp = conn.getresponse()
+    body = json.loads(resp.read())
+    conn.close()
+    assert resp.status == 413, body
+    assert body["error"]["code"] == "body_too_large" and body["error"]["field"] == "body"
+    st, _ = listing(daemon, sbx, "/workspace/big")
+    assert st == 404
