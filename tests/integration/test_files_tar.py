@@ -191,3 +191,88 @@ def test_put_tar_over_the_limit_is_413(daemon, sbx):
     assert body["error"]["code"] == "body_too_large" and body["error"]["field"] == "body"
     st, _ = listing(daemon, sbx, "/workspace/big")
     assert st == 404
+
+
+# ---- agentbox cp -r ----------------------------------------------------------------
+
+
+def cli(daemon, *args, env=None, timeout=120):
+    e = dict(os.environ)
+    for k in ("AGENTBOX_URL", "AGENTBOX_KEY", "AGENTBOX_TOKEN"):
+        e.pop(k, None)
+    e["AGENTBOX_HOST"] = daemon.socket
+    e.update(env or {})
+    return subprocess.run([AGENTBOX, *args], capture_output=True, text=True, timeout=timeout,
+                          env=e)
+
+
+def tree(root):
+    """{relative path: bytes, or None for a directory} of a local tree."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        if rel != ".":
+            out[rel] = None
+        for f in files:
+            p = os.path.join(d, f)
+            assert not os.path.islink(p), p
+            out[os.path.normpath(os.path.join(rel, f))] = open(p, "rb").read()
+    return out
+
+
+def test_cp_r_round_trips_byte_for_byte(daemon, sbx, tmp_path):
+    src = tmp_path / "src"
+    (src / "deep" / "er" / "est").mkdir(parents=True)
+    (src / "empty dir").mkdir()
+    (src / "deep" / "empty").mkdir()
+    (src / "bin").write_bytes(os.urandom(300000))
+    (src / "all bytes").write_bytes(bytes(range(256)) * 64)
+    (src / "zero").write_bytes(b"")
+    (src / "deep" / "er" / "est" / "file with spaces.txt").write_text("spaces\n")
+    (src / ("n" * 120)).write_bytes(b"a long name")  # past ustar's 100 bytes
+    want = tree(src)
+
+    p = cli(daemon, "cp", "-r", str(src), f"{sbx}:/workspace/rt")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    out = daemon.exec(sbx, ["sh", "-c", "cd /workspace/rt && find . -type f | sort | "
+                            "xargs -d '\\n' sha256sum"])["stdout"]
+    import hashlib
+    for rel, data in want.items():
+        if data is not None:
+            assert f"{hashlib.sha256(data).hexdigest()}  ./{rel}" in out, rel
+
+    back = tmp_path / "back"
+    p = cli(daemon, "cp", "-r", f"{sbx}:/workspace/rt", str(back))
+    assert p.returncode == 0, p.stderr
+    assert tree(back) == want
+    # an existing directory gets PATH's name inside it
+    p = cli(daemon, "cp", "-r", f"{sbx}:/workspace/rt/", str(back))
+    assert p.returncode == 0, p.stderr
+    assert tree(back / "rt") == want
+
+
+def test_cp_r_out_leaves_the_sandbox_symlinks_out(daemon, sbx, tmp_path):
+    daemon.exec(sbx, ["sh", "-c", "mkdir -p /workspace/d && echo ok > /workspace/d/f && "
+                      "ln -s /etc /workspace/d/etc && ln -s /etc/shadow /workspace/d/sh"])
+    back = tmp_path / "back"
+    p = cli(daemon, "cp", "-r", f"{sbx}:/workspace/d", str(back))
+    assert p.returncode == 0, p.stderr
+    assert "2 entries left out" in p.stderr
+    assert sorted(os.listdir(back)) == ["f"]
+
+
+def test_cp_r_without_tar_is_127(daemon, sbx, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("x")
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    p = cli(daemon, "cp", "-r", str(src), f"{sbx}:/workspace/nt", env={"PATH": str(empty)})
+    assert p.returncode == 127, p.stderr
+    assert "no tar" in p.stderr
+    daemon.exec(sbx, ["sh", "-c", "mkdir -p /workspace/nt2 && echo x > /workspace/nt2/f"])
+    p = cli(daemon, "cp", "-r", f"{sbx}:/workspace/nt2", str(tmp_path / "o"),
+            env={"PATH": str(empty)})
+    assert p.returncode == 127, p.stderr
+    assert "no tar" in p.stderr
