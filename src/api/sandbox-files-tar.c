@@ -88,7 +88,10 @@ struct walk {
 	uint64_t entries;
 	uint64_t bytes; /* what the spool holds at most so far */
 	uint64_t skipped;
+	char *buf; /* WALK_BUF_SIZE bytes: a file's bytes on their way */
 };
+
+#define WALK_BUF_SIZE 65536
 
 struct listed {
 	char *name;
@@ -169,10 +172,10 @@ static int add_file(struct walk *w, const char *path, const char *member, const 
 	if ((r = take(w, path, size)) < 0 || (r = put_header(w, member, false, size, &st)) < 0)
 		return r;
 	/* exactly size bytes: a file that grows is cut, one that shrinks padded with zeros */
-	static __thread char buf[65536];
+	char *buf = w->buf;
 	uint64_t left = size;
 	while (left > 0) {
-		size_t want = left < sizeof(buf) ? (size_t)left : sizeof(buf);
+		size_t want = left < WALK_BUF_SIZE ? (size_t)left : WALK_BUF_SIZE;
 		ssize_t n = read(f, buf, want);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -318,8 +321,9 @@ int api_files_get_tar(struct api_call *c, const struct fleet_ops *ops, const cha
 	int r = open_spool(c->ctx->state_dir, &fd, c->err);
 	if (r < 0)
 		return r;
-	struct walk w = {.c = c, .ops = ops, .a = archive_write_new()};
-	if (!w.a || archive_write_set_format_pax_restricted(w.a) != ARCHIVE_OK ||
+	_cleanup_free_ char *buf = malloc(WALK_BUF_SIZE);
+	struct walk w = {.c = c, .ops = ops, .a = archive_write_new(), .buf = buf};
+	if (!buf || !w.a || archive_write_set_format_pax_restricted(w.a) != ARCHIVE_OK ||
 	    archive_write_open_fd(w.a, fd) != ARCHIVE_OK) {
 		archive_write_free(w.a);
 		return api_error_internal(c->err, EIO, "files: cannot start the tar");
@@ -481,9 +485,11 @@ static int pass(struct unpack *u, int spool, bool write)
 					  raw ? raw : "");
 			break;
 		}
-		if (archive_entry_hardlink(ent) || (type != AE_IFREG && type != AE_IFDIR)) {
+		if (archive_entry_hardlink(ent) || (type != AE_IFREG && type != AE_IFDIR) ||
+		    archive_entry_sparse_count(ent) > 0) {
 			const char *what = archive_entry_hardlink(ent) ? "a hard link"
 					   : type == AE_IFLNK	       ? "a symlink"
+					   : type == AE_IFREG	       ? "a sparse file"
 								       : "not a regular file";
 			r = api_error_set(u->e, API_ERR_INVALID_FIELD, field,
 					  "member '%s' of the tar is %s: only regular files and "

@@ -338,12 +338,19 @@ struct download {
 };
 
 /*
- * Run tar on the first piece of a 2xx body (an error answer runs none),
- * its stdin a pipe from us: the members are named from PATH's own name,
- * which is dest.
+ * Make dest and run tar on the first piece of a 2xx body (an error answer
+ * makes and runs nothing), its stdin a pipe from us: the members are
+ * named from PATH's own name, which is dest.
  */
 static int start_extract(struct download *d, struct error *err)
 {
+	mode_t mask = umask(0);
+	umask(mask);
+	struct stat st;
+	if (mkdir(d->dest, 0777 & ~mask) < 0 && errno != EEXIST)
+		return error_set_errno(err, errno, "%s", d->dest);
+	if (lstat(d->dest, &st) < 0 || !S_ISDIR(st.st_mode))
+		return error_set(err, ENOTDIR, "%s: not a directory", d->dest);
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return error_set_errno(err, errno, "pipe");
@@ -411,12 +418,6 @@ int cp_tree_out(struct client *c, const struct cp_remote *rem, const char *local
 	int rc = tar_target(rem->id, rem->path, &target);
 	if (rc)
 		return rc;
-	mode_t mask = umask(0);
-	umask(mask);
-	if (mkdir(dest, 0777 & ~mask) < 0 && errno != EEXIST)
-		return cli_fail("cp: %s: %s", dest, strerror(errno));
-	if (lstat(dest, &st) < 0 || !S_ISDIR(st.st_mode))
-		return cli_fail("cp: %s: not a directory", dest);
 
 	/* tar may end first: a write then fails with EPIPE, not the signal */
 	struct sigaction ign = {.sa_handler = SIG_IGN}, old;

@@ -276,3 +276,51 @@ def test_cp_r_without_tar_is_127(daemon, sbx, tmp_path):
             env={"PATH": str(empty)})
     assert p.returncode == 127, p.stderr
     assert "no tar" in p.stderr
+
+
+def test_cp_r_out_of_a_missing_directory_makes_nothing(daemon, sbx, tmp_path):
+    dest = tmp_path / "never"
+    p = cli(daemon, "cp", "-r", f"{sbx}:/workspace/nope", str(dest))
+    assert p.returncode == 125, p.stderr
+    assert "(file_not_found" in p.stderr
+    assert not dest.exists()
+    daemon.exec(sbx, ["sh", "-c", "echo x > /workspace/afile"])
+    p = cli(daemon, "cp", "-r", f"{sbx}:/workspace/afile", str(dest))
+    assert p.returncode == 125 and "(not_a_file" in p.stderr, p.stderr
+    assert not dest.exists()
+
+
+# ---- cp -r does not trust the server's tar ---------------------------------------------
+
+
+@pytest.mark.parametrize("member,why", [
+    ({"name": "d/ln", "type": tarfile.SYMTYPE, "linkname": "/etc"}, "a symlink"),
+    ({"name": "d/hl", "type": tarfile.LNKTYPE, "linkname": "d/ok"}, "a hard link"),
+    ({"name": "d/../../escape"}, "'..'"),
+    ({"name": "/abs/escape"}, "absolute"),
+    ({"name": "d/dev", "type": tarfile.CHRTYPE}, "not a regular file or directory"),
+])
+def test_cp_r_refuses_a_hostile_tar_from_the_server(tmp_path, member, why):
+    from fakedaemon import FakeDaemon, sandbox_id
+    fake = FakeDaemon(str(tmp_path / "fake.sock")).start()
+    try:
+        sid = sandbox_id(1)
+        fake.add_sandbox(sid)
+        data = b"evil" if member.get("type") is None else None
+        fake.files[(sid, "/workspace/d")] = make_tar([
+            ({"name": "d", "type": tarfile.DIRTYPE}, None),
+            ({"name": "d/ok"}, b"fine"),
+            (dict(member), data),
+        ])
+        work = tmp_path / "work"
+        work.mkdir()
+        p = subprocess.run([AGENTBOX, "cp", "--socket", fake.path, "-r", f"{sid}:/workspace/d",
+                            str(work / "out")], capture_output=True, text=True, timeout=60)
+    finally:
+        fake.stop()
+    assert p.returncode == 125, p.stderr
+    assert "agentboxd sent a tar with" in p.stderr and why in p.stderr, p.stderr
+    # nothing of the refused member anywhere, inside or beside
+    found = [os.path.join(d, f) for d, ds, fs in os.walk(tmp_path) for f in fs + ds]
+    assert not any(os.path.basename(f) in ("ln", "hl", "escape", "dev") for f in found), found
+    assert not os.path.exists("/abs/escape")
