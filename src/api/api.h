@@ -488,7 +488,8 @@ int api_error_response(struct api_response *ret, enum api_error_code code, const
 /* ---- routes ------------------------------------------------------------ */
 
 #define API_ROUTE_PUBLIC 0x1u /* no auth at all */
-/* a raw body, streamed (api_upload_*): up to API_FILE_MAX (a file), or
+/* a raw body, streamed (api_upload_*): up to API_FILE_MAX (a file),
+ * API_FILES_TAR_BYTES_MAX (a directory's tar, format=tar), or
  * api_ctx.image_import_max (an image's archive) */
 #define API_ROUTE_RAW_BODY 0x2u
 
@@ -588,8 +589,9 @@ bool api_upload_write(struct api_upload *u, const char *data, size_t len);
 
 /*
  * The body's length, when the client announced it (Content-Length),
- * before any of it is read: false when an image's archive is refused
- * already because it is larger than the import takes (413); the server
+ * before any of it is read: false when an image's archive or a
+ * directory's tar is refused already because it is larger than its route
+ * takes (413); the server
  * then answers at once (api_upload_end()) and closes the connection,
  * instead of reading gigabytes to drop them. (A file past API_FILE_MAX
  * is read and dropped, then answered, as clients that send a whole body
