@@ -312,6 +312,43 @@ int api_fleet_error(struct api_call *c, int r, const struct error *err, const ch
 /* The API error a shim's errno means for `what` (see api_fleet_error()). */
 int api_shim_error(struct api_error *e, int errnum, const char *message, const char *what);
 
+/* ---- files (sandbox-files.c, sandbox-files-tar.c) ------------------------ */
+
+/*
+ * How long the sandbox's copier may take no byte of an upload, and take
+ * to finish once the body is in: a sandbox paused meanwhile, or a copier
+ * stopped from inside, holds the upload's thread no longer.
+ */
+#define API_UPLOAD_STALL_MS 30000
+
+/* fd (fleet_open()'s "write") is a copier's socket: bound its waits; false: a plain file. */
+bool api_copier_prepare(int fd);
+/* Send all of data to the copier. 0 or -errno (-EAGAIN: it took nothing for
+ * API_UPLOAD_STALL_MS; -EPIPE: it ended, failed: the rename says why). */
+int api_copier_send(int fd, const char *data, size_t len);
+/*
+ * All is sent: EOF to the copier, then wait (API_UPLOAD_STALL_MS at most)
+ * until the socket reads EOF too, once the copier has ended and the
+ * sandbox's init has taken its status: the rename that follows then finds
+ * the upload done, and never makes init wait.
+ */
+void api_copier_wait(int fd);
+/* A failed write into the sandbox (errnum: the copier's, or ours) as the API says it. */
+int api_upload_error(struct api_error *e, int errnum, const char *message);
+
+/* GET .../files?format=tar: directory path of the sandbox as a tar (a FILE response). */
+int api_files_get_tar(struct api_call *c, const struct fleet_ops *ops, const char *path);
+/* PUT .../files?format=tar, before the body: the spool it goes to (*ret_fd, owned). */
+int api_files_tar_spool(struct api_call *c, int *ret_fd);
+/*
+ * PUT .../files?format=tar, once the body is whole in spool (read from
+ * offset 0, left open): checked whole, then unpacked into directory dest
+ * of sandbox id through ops; *ret gets the 200 answer. 0, or -errno with e.
+ */
+int api_files_tar_unpack(const struct fleet_ops *ops, struct fleet *f, const char *id,
+			 const char *dest, int spool, struct api_response *ret,
+			 struct api_error *e);
+
 /* Sandbox c->id is live (need_running: and not paused), or an error is set. */
 int api_sandbox_live(struct api_call *c, const struct fleet_ops *ops, bool need_running);
 

@@ -279,6 +279,9 @@ struct api_response {
 	struct api_process_stream process; /* PROCESS_STREAM */
 	struct api_terminal terminal;	   /* TERMINAL: fd is the shim's connection */
 	struct api_pieces *pieces;	   /* PIECES: owned (take it: TAKE_PTR) */
+	/* FILE of GET .../files?format=tar: entries left out (not regular files or
+	 * directories), sent as API_FILES_TAR_SKIPPED_HEADER; else 0 */
+	uint64_t skipped;
 };
 
 /* Free the body, close the fd; the response can be reused. */
@@ -490,6 +493,7 @@ int api_error_response(struct api_response *ret, enum api_error_code code, const
 
 #define API_ROUTE_PUBLIC 0x1u /* no auth at all */
 /* a raw body, streamed (api_upload_*): up to API_FILE_MAX (a file),
+ * API_FILES_TAR_BYTES_MAX (a directory's tar, format=tar),
  * api_ctx.image_import_max (an image's archive), or SPEC_FILE_INPUT_MAX
  * (a task's input) */
 #define API_ROUTE_RAW_BODY 0x2u
@@ -550,6 +554,21 @@ int api_output_path(const char *state_dir, const char *id, uint32_t attempt, con
 /* A file body (PUT .../files) may be this large; more is 413 file_too_large. */
 #define API_FILE_MAX (64u << 20)
 
+/*
+ * A directory as a tar (GET and PUT .../files?format=tar, sandbox-files-tar.c).
+ * GET: at most API_FILES_TAR_ENTRIES_MAX entries (the directory itself
+ * included), API_FILES_TAR_DEPTH_MAX levels below it, and a tar of at most
+ * API_FILES_TAR_BYTES_MAX bytes, spooled to an unnamed temporary file of the
+ * state directory's; more is 413 file_too_large. PUT: a body (the tar) of at
+ * most API_FILES_TAR_BYTES_MAX bytes, spooled the same way, with at most
+ * API_FILES_TAR_ENTRIES_MAX members; more is 413 body_too_large.
+ */
+#define API_FILES_TAR_ENTRIES_MAX 100000
+#define API_FILES_TAR_DEPTH_MAX	  64
+#define API_FILES_TAR_BYTES_MAX	  (UINT64_C(256) << 20)
+/* The response header of GET .../files?format=tar: how many entries were left out. */
+#define API_FILES_TAR_SKIPPED_HEADER "X-Agentbox-Skipped"
+
 /* An upload in progress (PUT .../files): the body goes into the sandbox. */
 struct api_upload;
 
@@ -575,8 +594,9 @@ bool api_upload_write(struct api_upload *u, const char *data, size_t len);
 
 /*
  * The body's length, when the client announced it (Content-Length),
- * before any of it is read: false when an image's archive is refused
- * already because it is larger than the import takes (413); the server
+ * before any of it is read: false when an image's archive or a
+ * directory's tar is refused already because it is larger than its route
+ * takes (413); the server
  * then answers at once (api_upload_end()) and closes the connection,
  * instead of reading gigabytes to drop them. (A file past API_FILE_MAX
  * is read and dropped, then answered, as clients that send a whole body

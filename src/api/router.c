@@ -133,7 +133,8 @@ static const char *const params_keys[] = {"tenant", NULL};
 static const char *const params_events[] = {"after", "limit", NULL};
 static const char *const params_logs[] = {"follow", NULL};
 static const char *const params_task_logs[] = {"follow", "offset", NULL};
-static const char *const params_files_get[] = {"path", "list", NULL};
+static const char *const params_files_get[] = {"path", "list", "format", NULL};
+static const char *const params_files_put[] = {"path", "format", NULL};
 static const char *const params_files[] = {"path", NULL};
 static const char *const params_import[] = {"name", NULL};
 static const char *const params_audit[] = {"tenant", "since", "until", "route",
@@ -142,7 +143,7 @@ const char *const *const api_route_params[API_ROUTE_COUNT] = {
     [API_ROUTE_TASKS_LIST] = params_list,      [API_ROUTE_TASK_EVENTS] = params_events,
     [API_ROUTE_TASK_LOGS] = params_task_logs,  [API_ROUTE_SANDBOXES_LIST] = params_list,
     [API_ROUTE_PROCESS_OUTPUT] = params_logs,  [API_ROUTE_FILES_GET] = params_files_get,
-    [API_ROUTE_FILES_PUT] = params_files,      [API_ROUTE_FILES_DELETE] = params_files,
+    [API_ROUTE_FILES_PUT] = params_files_put,  [API_ROUTE_FILES_DELETE] = params_files,
     [API_ROUTE_KEYS_LIST] = params_keys,       [API_ROUTE_AUDIT] = params_audit,
     [API_ROUTE_IMAGES_IMPORT] = params_import,
 };

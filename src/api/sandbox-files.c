@@ -6,7 +6,9 @@
  * temporary file, and renames that in place (an upload: api.h), DELETE
  * unlinks. The one other upload, an image's archive (POST
  * /v1/images/import), goes to a temporary file of the image store
- * instead, and is imported at its end (images.c).
+ * instead, and is imported at its end (images.c). A directory as a tar
+ * (format=tar) is sandbox-files-tar.c's: GET builds it, PUT's body is
+ * spooled here and unpacked there at its end.
  */
 #include "api/api-internal.h"
 #include "api/inputs.h"
@@ -25,12 +27,6 @@
 
 /* Entries a directory listing shows at most. */
 #define LIST_ENTRIES_MAX 10000
-/*
- * How long the sandbox's copier may take no byte of an upload, and take
- * to finish once the body is in: a sandbox paused meanwhile, or a copier
- * stopped from inside, holds the upload's thread no longer.
- */
-#define UPLOAD_STALL_MS 30000
 
 /*
  * What every files route checks before it asks the sandbox: path= (the
@@ -40,9 +36,13 @@
 static int files_begin(struct api_call *c, const char **ret_path, const struct fleet_ops **ret_ops)
 {
 	const char *p = api_query_get(c->query, "path");
+	const char *format = api_query_get(c->query, "format");
 	int r = api_sandbox_path_check(p, "path", c->err);
 	if (r < 0)
 		return r;
+	if (format && strcmp(format, "tar") != 0)
+		return api_error_set(c->err, API_ERR_INVALID_FIELD, "format",
+				     "format must be tar (or absent: one file)");
 	const struct fleet_ops *ops = api_fleet(c);
 	if (!ops)
 		return -EIO;
@@ -123,6 +123,12 @@ int api_files_get(struct api_call *c)
 	int r = api_query_flag(c->query, "list", &list, c->err);
 	if (r < 0 || (r = files_begin(c, &path, &ops)) < 0)
 		return r;
+	if (api_query_get(c->query, "format")) {
+		if (list)
+			return api_error_set(c->err, API_ERR_INVALID_FIELD, "format",
+					     "format=tar and list=1 do not go together");
+		return api_files_get_tar(c, ops, path);
+	}
 	struct error err = {0};
 	int fd = -1;
 	if ((r = ops->open(c->ctx->fleet, c->id, path, list ? "dir" : "read", &fd, NULL, 0, &err)) <
@@ -168,6 +174,7 @@ struct api_upload {
 	bool input;			/* a task's input (inputs.c), not a sandbox's file */
 	char input_id[INPUT_ID_SIZE];	/* input: its id */
 	int64_t input_expires;		/* input: when it goes, untaken (ms) */
+	bool tar;			/* format=tar: fd is the spool, unpacked at the end */
 	struct image_store *images;	/* image: the store */
 	char image_name[IMAGE_REF_MAX]; /* image: ?name=, normalized; "" = the archive's */
 	uint64_t max;			/* bytes the body may have */
@@ -194,7 +201,7 @@ struct api_upload {
  * too: its writable places are a tmpfs, so a file takes memory_mb as much
  * as disk_mb, and the copier that wrote it was killed (ENOMEM).
  */
-static int upload_error(struct api_error *e, int errnum, const char *message)
+int api_upload_error(struct api_error *e, int errnum, const char *message)
 {
 	switch (errnum) {
 	case ENOMEM:
@@ -208,26 +215,24 @@ static int upload_error(struct api_error *e, int errnum, const char *message)
 	case ETIMEDOUT:
 		return api_error_set(e, API_ERR_SANDBOX_FAILED, NULL,
 				     "the sandbox stopped taking the file for %d s",
-				     UPLOAD_STALL_MS / 1000);
+				     API_UPLOAD_STALL_MS / 1000);
 	default:
 		return api_shim_error(e, errnum, message, "file");
 	}
 }
 
-/* The upload goes to a copier: bound how long it may make us wait. */
-static void copier_prepare(struct api_upload *u)
+bool api_copier_prepare(int fd)
 {
 	struct stat st;
-	if (fstat(u->fd, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return; /* a file (a fake fleet's) */
-	u->copier = true;
-	struct timeval tv = {.tv_sec = UPLOAD_STALL_MS / 1000};
-	(void)setsockopt(u->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(u->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false; /* a file (a fake fleet's) */
+	struct timeval tv = {.tv_sec = API_UPLOAD_STALL_MS / 1000};
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return true;
 }
 
-/* Send all of data to the copier. 0 or -errno (-EAGAIN: it took nothing for UPLOAD_STALL_MS). */
-static int copier_send(int fd, const char *data, size_t len)
+int api_copier_send(int fd, const char *data, size_t len)
 {
 	while (len > 0) {
 		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
@@ -242,13 +247,7 @@ static int copier_send(int fd, const char *data, size_t len)
 	return 0;
 }
 
-/*
- * The body is all sent: EOF to the copier, then wait (UPLOAD_STALL_MS at
- * most) until the socket reads EOF too, which it does once the copier has
- * ended and the sandbox's init has taken its status: the rename that
- * follows then finds the upload done, and never makes init wait.
- */
-static void copier_wait(int fd)
+void api_copier_wait(int fd)
 {
 	(void)shutdown(fd, SHUT_WR);
 	char b[64];
@@ -268,11 +267,16 @@ static int upload_open(struct api_call *c, void *data)
 		return r;
 	snprintf(u->id, sizeof(u->id), "%s", c->id);
 	snprintf(u->path, sizeof(u->path), "%s", path);
+	if (api_query_get(c->query, "format")) {
+		u->tar = true;
+		u->max = API_FILES_TAR_BYTES_MAX;
+		return api_files_tar_spool(c, &u->fd);
+	}
 	struct error err = {0};
 	r = ops->open(c->ctx->fleet, c->id, path, "write", &u->fd, u->temp, sizeof(u->temp), &err);
 	if (r < 0)
 		return api_fleet_error(c, r, &err, "file");
-	copier_prepare(u);
+	u->copier = api_copier_prepare(u->fd);
 	return 0;
 }
 
@@ -338,7 +342,7 @@ struct api_upload *api_upload_begin(struct api_ctx *ctx, const struct api_reques
 bool api_upload_expect(struct api_upload *u, uint64_t len)
 {
 	/* a file past its cap is read and dropped, then answered, as before */
-	if (!(u->image || u->input) || u->failed || len <= u->max)
+	if (!(u->image || u->input || u->tar) || u->failed || len <= u->max)
 		return true;
 	u->too_large = true;
 	return false;
@@ -367,7 +371,7 @@ bool api_upload_write(struct api_upload *u, const char *data, size_t len)
 		 * error leaves it running: the file is given up, never renamed
 		 * in with a part missing.
 		 */
-		int r = copier_send(u->fd, data, len);
+		int r = api_copier_send(u->fd, data, len);
 		if (r == -EPIPE || r == -ECONNRESET)
 			u->copier_ended = true;
 		else if (r < 0)
@@ -415,14 +419,19 @@ static int upload_commit(struct api_upload *u, struct api_error *e)
 		u->temp[0] = '\0'; /* removed */
 		return r;
 	}
+	if (u->tar) {
+		int r = api_files_tar_unpack(u->ops, u->fleet, u->id, u->path, u->fd, &u->resp, e);
+		CLOSE_FD(u->fd);
+		return r;
+	}
 	if (u->copier)
-		copier_wait(u->fd);
+		api_copier_wait(u->fd);
 	CLOSE_FD(u->fd);
 	struct error err = {0};
 	int r = u->ops->rename(u->fleet, u->id, u->temp, u->path, &err);
 	if (r < 0) {
 		(void)give_up_temp(u);
-		return r == -EREMOTEIO ? upload_error(e, err.code, err.msg)
+		return r == -EREMOTEIO ? api_upload_error(e, err.code, err.msg)
 				       : api_error_internal(e, -r, err.msg);
 	}
 	u->temp[0] = '\0';
@@ -442,12 +451,15 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 		if (u->too_large) {
 			CLOSE_FD(u->fd);
 			(void)give_up_temp(u);
-			r = u->image ? api_error_set(&e, API_ERR_BODY_TOO_LARGE, NULL,
-						     "the archive is larger than %llu bytes",
-						     (unsigned long long)u->max)
-			    : u->input
-				? api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
-						"the input is larger than %llu bytes",
+			r = u->image   ? api_error_set(&e, API_ERR_BODY_TOO_LARGE, NULL,
+						       "the archive is larger than %llu bytes",
+						       (unsigned long long)u->max)
+			    : u->input ? api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
+						       "the input is larger than %llu bytes",
+						       (unsigned long long)u->max)
+			    : u->tar
+				? api_error_set(&e, API_ERR_BODY_TOO_LARGE, "body",
+						"the tar is larger than %llu bytes",
 						(unsigned long long)u->max)
 				: api_error_set(&e, API_ERR_FILE_TOO_LARGE, NULL,
 						"the file is larger than %u bytes", API_FILE_MAX);
@@ -455,7 +467,9 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 			CLOSE_FD(u->fd);
 			/* a copier that stalled was frozen, most likely: paused, then */
 			bool paused = give_up_temp(u) == EBUSY;
-			if (u->image || u->input)
+			if (u->tar)
+				r = api_error_internal(&e, u->write_errno, "spooling the tar");
+			else if (u->image || u->input)
 				r = u->write_errno == ENOSPC
 					? api_error_set(&e, API_ERR_NO_SPACE, NULL,
 							"the disk of the daemon's %s is full",
@@ -464,7 +478,7 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 							     u->image ? "image upload"
 								      : "input upload");
 			else
-				r = upload_error(&e, paused ? EBUSY : u->write_errno, NULL);
+				r = api_upload_error(&e, paused ? EBUSY : u->write_errno, NULL);
 		} else {
 			r = upload_commit(u, &e);
 		}

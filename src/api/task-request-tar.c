@@ -14,6 +14,7 @@
  * files against TASK_REQUEST_FILES_MAX and TASK_REQUEST_FILES_BYTES_MAX.
  */
 #include "api/task-request-internal.h"
+#include "api/tar-member.h"
 #include "base/base64.h"
 #include "base/buf.h"
 #include "core/limits.h"
@@ -24,29 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A member's name, canonical and relative, into buf; NULL if it is not one. */
-static const char *member_name(const char *name, char *buf, size_t size)
-{
-	while (name[0] == '.' && name[1] == '/')
-		name += 2;
-	if ((size_t)snprintf(buf, size, "%s", name) >= size)
-		return NULL;
-	size_t n = strlen(buf);
-	while (n > 0 && buf[n - 1] == '/')
-		buf[--n] = '\0';
-	if (n == 0 || buf[0] == '/')
-		return NULL;
-	for (const char *p = buf;;) {
-		size_t k = strcspn(p, "/");
-		if (k == 0 || (k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.') ||
-		    k > TASK_REQUEST_FILE_NAME_MAX)
-			return NULL;
-		if (!p[k])
-			return buf;
-		p += k + 1;
-	}
-}
 
 /* content as files takes it: text when it is UTF-8 without NUL, else {"base64"}. */
 static json_t *content_value(const char *data, size_t len)
@@ -93,7 +71,7 @@ static int expand_one(const char *field, const char *dir, const char *tar, size_
 		mode_t type = archive_entry_filetype(ent);
 		if (raw && type == AE_IFDIR && (strcmp(raw, ".") == 0 || strcmp(raw, "./") == 0))
 			continue; /* the directory itself */
-		const char *name = raw ? member_name(raw, nbuf, sizeof(nbuf)) : NULL;
+		const char *name = raw ? api_tar_member_name(raw, nbuf, sizeof(nbuf)) : NULL;
 		if (!name) {
 			r = INVALID(e, field,
 				    "%s.tar_base64: member '%s' is not a relative, "

@@ -37,7 +37,7 @@ static const char help[] =
     "       agentbox cp [OPTIONS] ID:PATH LOCAL\n"
     "\n"
     "Copy one file into interactive sandbox ID, or out of it, byte for byte;\n"
-    "with -r a directory, file by file.\n"
+    "with -r a directory, as one tar (the host's tar makes or unpacks it).\n"
     "PATH is absolute and resolved by the sandbox itself (its symlinks lead\n"
     "only into it); only regular files are copied, at most 64 MiB.\n"
     "\n"
@@ -58,14 +58,16 @@ static const char help[] =
     "With -r, directory LOCAL becomes directory PATH of the sandbox (a PATH\n"
     "ending in / gets LOCAL's name inside it), or directory PATH becomes\n"
     "LOCAL (an existing directory LOCAL gets PATH's name inside it): its\n"
-    "regular files and directories, at most 100000 entries, 64 deep; a\n"
-    "symlink or anything else is left out with a line on stderr. The first\n"
-    "failure stops the copy, leaving what was copied.\n"
+    "regular files and directories, at most 100000 entries, 64 deep, a tar of\n"
+    "256 MiB; a symlink or anything else is left out with a line on stderr.\n"
+    "Modes, owners and times are not taken across. The first failure stops\n"
+    "the copy, leaving what was copied.\n"
     "\n"
     "options:\n"
     "  -r, --recursive copy a directory and everything in it\n" CLIENT_HELP_SOCKET "\n"
     "exit status: 0 copied; 125 agentbox or agentboxd failed (one line on\n"
-    "stderr; an error of agentboxd's ends in its code, e.g. (file_not_found)).\n";
+    "stderr; an error of agentboxd's ends in its code, e.g. (file_not_found));\n"
+    "127 cp -r found no tar in PATH.\n";
 
 /* Is arg ID:PATH? Then split it (PATH is checked by the caller). */
 static bool is_remote(const char *arg, struct cp_remote *ret)

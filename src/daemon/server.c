@@ -210,7 +210,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, const struct api_resp
  */
 static enum MHD_Result send_reader(struct MHD_Connection *c, int status, const char *content_type,
 				   uint64_t size, MHD_ContentReaderCallback read, void *cls,
-				   MHD_ContentReaderFreeCallback done)
+				   MHD_ContentReaderFreeCallback done, uint64_t skipped)
 {
 	struct MHD_Response *mr =
 	    MHD_create_response_from_callback(size, SERVER_FILE_BLOCK, read, cls, done);
@@ -219,6 +219,11 @@ static enum MHD_Result send_reader(struct MHD_Connection *c, int status, const c
 		return MHD_NO;
 	}
 	MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	if (skipped) {
+		char s[24];
+		snprintf(s, sizeof(s), "%llu", (unsigned long long)skipped);
+		MHD_add_response_header(mr, API_FILES_TAR_SKIPPED_HEADER, s);
+	}
 	enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, mr);
 	MHD_destroy_response(mr);
 	return ok;
@@ -258,9 +263,12 @@ static void file_free(void *cls)
 	free(f);
 }
 
-/* Send a file: size bytes of fd (taken), read as the client takes them. */
+/*
+ * Send a file: size bytes of fd (taken), read as the client takes them;
+ * skipped: a tar's entries left out (API_FILES_TAR_SKIPPED_HEADER), or 0.
+ */
 static enum MHD_Result send_file(struct MHD_Connection *c, int status, const char *content_type,
-				 int fd, uint64_t size)
+				 int fd, uint64_t size, uint64_t skipped)
 {
 	struct file_send *f = malloc(sizeof(*f));
 	if (!f) {
@@ -268,7 +276,7 @@ static enum MHD_Result send_file(struct MHD_Connection *c, int status, const cha
 		return MHD_NO;
 	}
 	*f = (struct file_send){.fd = fd, .size = size};
-	return send_reader(c, status, content_type, size, file_read, f, file_free);
+	return send_reader(c, status, content_type, size, file_read, f, file_free, skipped);
 }
 
 /* A body in pieces (a task's logs), read into libmicrohttpd's buffer as it is sent. */
@@ -288,7 +296,7 @@ static void pieces_free(void *cls)
 static enum MHD_Result send_pieces(struct MHD_Connection *c, int status, const char *content_type,
 				   struct api_pieces *ps)
 {
-	return send_reader(c, status, content_type, ps->total, pieces_read, ps, pieces_free);
+	return send_reader(c, status, content_type, ps->total, pieces_read, ps, pieces_free, 0);
 }
 
 /*
@@ -320,7 +328,8 @@ static enum MHD_Result serve(struct daemon *d, struct MHD_Connection *c, struct 
 	case API_RESPONSE_TERMINAL:
 		return terminal_start(d, c, r, &rs->terminal);
 	case API_RESPONSE_FILE:
-		return send_file(c, r->status, r->content_type, api_response_take_fd(r), r->size);
+		return send_file(c, r->status, r->content_type, api_response_take_fd(r), r->size,
+				 r->skipped);
 	case API_RESPONSE_PIECES:
 		return send_pieces(c, r->status, r->content_type, TAKE_PTR(r->pieces));
 	case API_RESPONSE_BODY:
