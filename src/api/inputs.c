@@ -197,10 +197,28 @@ static int move_input(int from, int to, const char *id)
 	return renameat(from, id, to, id) < 0 ? -errno : 0;
 }
 
-/* Give back those of spec's files that the task's inputs/ holds, then remove it. */
+/*
+ * Give back what the task's inputs/ holds of spec's files: a tar's blob
+ * removed and the tar (kept as .tar-<id>) renamed back, the others
+ * renamed back; then inputs/ removed if that left it empty.
+ */
 static void give_back(int mine, int task_dir, json_t *files)
 {
-	_cleanup_close_ int in = openat(task_dir, LAYOUT_INPUTS, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int in =
+	    openat(task_dir, LAYOUT_INPUTS, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = in < 0 ? -1 : dup(in);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d && fd >= 0)
+		close(fd);
+	for (struct dirent *de; d && (de = readdir(d));) {
+		const char *id = de->d_name + strlen(INPUT_TAR_PREFIX);
+		if (strncmp(de->d_name, INPUT_TAR_PREFIX, strlen(INPUT_TAR_PREFIX)) != 0)
+			continue;
+		(void)unlinkat(in, id, 0);
+		(void)renameat(in, de->d_name, mine, id);
+	}
+	if (d)
+		closedir(d);
 	const char *path;
 	json_t *v;
 	json_object_foreach(files, path, v)
@@ -230,6 +248,85 @@ static int open_dirs(const char *state_dir, const char *tenant, const char *task
 	return 0;
 }
 
+/* An entry's input id: "input" (a file) or "tar_input" (a directory); NULL for neither. */
+static const char *entry_input(json_t *v, bool *tar)
+{
+	const char *id = json_string_value(json_object_get(v, "input"));
+	*tar = !id;
+	return id ? id : json_string_value(json_object_get(v, "tar_input"));
+}
+
+/* Take each input of files from mine into in (a tar's as .tar-<id>); its entry says its bytes. */
+static int take_each(int mine, int in, json_t *files, struct api_error *e)
+{
+	const char *path;
+	json_t *v;
+	json_object_foreach(files, path, v)
+	{
+		bool tar;
+		const char *id = entry_input(v, &tar);
+		if (!id)
+			continue;
+		char kept[INPUT_ID_SIZE + sizeof(INPUT_TAR_PREFIX)];
+		snprintf(kept, sizeof(kept), "%s%s", tar ? INPUT_TAR_PREFIX : "", id);
+		struct stat st;
+		int r = mine < 0 || renameat(mine, id, in, kept) < 0 ? -ENOENT : 0;
+		if (r == 0 &&
+		    (fstatat(in, kept, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)))
+			r = -EIO;
+		if (r == 0 && !tar &&
+		    (json_object_set_new(v, "offset", json_integer(0)) < 0 ||
+		     json_object_set_new(v, "size", json_integer(st.st_size)) < 0))
+			return -ENOMEM;
+		if (r == -ENOENT) {
+			char field[API_FIELD_MAX];
+			api_field_key(field, "files", path);
+			return api_error_set(e, API_ERR_INVALID_FIELD, field,
+					     "%s: there is no input %s of yours that no task has "
+					     "taken (it expired, or a task took it)",
+					     field, id);
+		}
+		if (r < 0)
+			return api_error_internal(e, -r, "taking an input into a task");
+	}
+	return 0;
+}
+
+/* Each tar's entry replaced by its members' (inputs-tar.c); a path given twice is refused. */
+static int expand_tars(int in, json_t *files, struct api_error *e)
+{
+	_cleanup_json_ json_t *out = json_object();
+	if (!out)
+		return -ENOMEM;
+	const char *path;
+	json_t *v;
+	void *tmp;
+	json_object_foreach_safe(files, tmp, path, v)
+	{
+		bool tar;
+		const char *id = entry_input(v, &tar);
+		if (!id || !tar)
+			continue;
+		int r = api_input_tar_expand(in, id, path, out, e);
+		if (r < 0)
+			return r;
+		if (json_object_del(files, path) < 0)
+			return -ENOMEM;
+	}
+	json_object_foreach(out, path, v)
+	{
+		if (json_object_get(files, path)) {
+			char field[API_FIELD_MAX];
+			api_field_key(field, "files", path);
+			return api_error_set(e, API_ERR_INVALID_FIELD, field,
+					     "%s is given twice (a tar's member too)", field);
+		}
+		if (json_object_set(files, path, v) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int api_inputs_take(const char *state_dir, const char *tenant, const char *task_id,
 		    char **spec_json, struct api_error *e)
 {
@@ -237,10 +334,10 @@ int api_inputs_take(const char *state_dir, const char *tenant, const char *task_
 	json_t *files = json_object_get(spec, "files");
 	if (!spec)
 		return -ENOMEM;
-	bool any = false;
+	bool any = false, tar;
 	const char *path;
 	json_t *v;
-	json_object_foreach(files, path, v) any = any || json_object_get(v, "input");
+	json_object_foreach(files, path, v) any = any || entry_input(v, &tar);
 	if (!any)
 		return 0;
 	_cleanup_close_ int mine = -1, task = -1, in = -1;
@@ -250,45 +347,43 @@ int api_inputs_take(const char *state_dir, const char *tenant, const char *task_
 	if ((mkdirat(task, LAYOUT_INPUTS, 0700) < 0 && errno != EEXIST) ||
 	    (in = openat(task, LAYOUT_INPUTS, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return api_error_internal(e, errno, "the task's inputs' directory");
-	json_object_foreach(files, path, v)
-	{
-		const char *id = json_string_value(json_object_get(v, "input"));
-		if (!id)
-			continue;
-		struct stat st;
-		r = mine < 0 ? -ENOENT : move_input(mine, in, id);
-		if (r == 0 &&
-		    (fstatat(in, id, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)))
-			r = -EIO;
-		if (r == 0 && ((r = json_object_set_new(v, "offset", json_integer(0))) < 0 ||
-			       (r = json_object_set_new(v, "size", json_integer(st.st_size))) < 0))
-			r = -ENOMEM;
-		if (r < 0) {
-			give_back(mine, task, files);
-			if (r == -ENOMEM)
-				return r;
-			char field[API_FIELD_MAX];
-			api_field_key(field, "files", path);
-			if (r == -ENOENT)
-				return api_error_set(
-				    e, API_ERR_INVALID_FIELD, field,
-				    "%s: there is no input %s of yours that no "
-				    "task has taken (it expired, or a task took it)",
-				    field, id);
-			return api_error_internal(e, -r, "taking an input into a task");
-		}
-	}
-	r = sync_dir_fd(in);
-	if (r == 0 && mine >= 0)
+	/* the spec as asked, to give back by (expanding drops the tars' entries) */
+	_cleanup_json_ json_t *asked = json_deep_copy(files);
+	r = asked ? take_each(mine, in, files, e) : -ENOMEM;
+	if (r == 0)
+		r = expand_tars(in, files, e);
+	if (r == 0 && (r = sync_dir_fd(in)) == 0 && mine >= 0)
 		r = sync_dir_fd(mine);
+	if (r < 0 && r != -EINVAL && r != -ENOMEM)
+		r = api_error_internal(e, -r, "the inputs' directories");
 	char *text = r == 0 ? json_dumps(spec, JSON_COMPACT) : NULL;
 	if (!text) {
-		give_back(mine, task, files);
-		return r < 0 ? api_error_internal(e, -r, "the inputs' directories") : -ENOMEM;
+		give_back(mine, task, asked ? asked : files);
+		return r < 0 ? r : -ENOMEM;
 	}
 	free(*spec_json);
 	*spec_json = text;
 	return 0;
+}
+
+void api_inputs_commit(const char *state_dir, const char *task_id)
+{
+	char dir[PATH_MAX];
+	if (layout_task_dir(dir, sizeof(dir), state_dir, task_id) < 0)
+		return;
+	_cleanup_close_ int task = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int in = task < 0 ? -1 : openat(task, LAYOUT_INPUTS, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = in < 0 ? NULL : fdopendir(in);
+	if (!d) {
+		if (in >= 0)
+			close(in);
+		return;
+	}
+	for (struct dirent *de; (de = readdir(d));)
+		if (strncmp(de->d_name, INPUT_TAR_PREFIX, strlen(INPUT_TAR_PREFIX)) == 0)
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	(void)fsync(dirfd(d));
+	closedir(d);
 }
 
 void api_inputs_give_back(const char *state_dir, const char *tenant, const char *task_id,

@@ -33,12 +33,36 @@ int api_input_upload_finish(int fd, const char *temp, const char *id, uint64_t s
  * Task task_id takes the inputs its canonical spec's files name (they
  * must be tenant's and not yet taken): each moves into the task's
  * directory (made if need be), durably, and its entry gets "offset" 0
- * and "size"; *spec_json is replaced by the new text. 0; -EINVAL with e
- * naming the file (no such input), or an internal error; -ENOMEM. On
- * failure every input is where it was.
+ * and "size"; a directory's {"tar_input"} entry becomes its members'
+ * (api_input_tar_expand()). *spec_json is replaced by the new text. 0;
+ * -EINVAL with e naming the file (no such input, a bad tar), or an
+ * internal error; -ENOMEM. On failure every input is where it was.
  */
 int api_inputs_take(const char *state_dir, const char *tenant, const char *task_id,
 		    char **spec_json, struct api_error *e);
+
+/*
+ * A tar input stays in the task's inputs/ as INPUT_TAR_PREFIX<id> until
+ * the task is stored (api_inputs_commit() removes it), so that a task
+ * refused after api_inputs_take() can give it back whole.
+ */
+#define INPUT_TAR_PREFIX ".tar-"
+
+/*
+ * A tar input (inputs-tar.c): in (the task's inputs/, read-write) holds
+ * it as INPUT_TAR_PREFIX<id>. Every regular member's bytes go, one after
+ * the other, into a new file <id> there (synced), and out gets one entry
+ * per member, key (a directory's, ending in '/') joined with its name:
+ * {"input": id, "offset": O, "size": N}. The tar is untrusted: its
+ * names are checked as any tar's (tar-member.h), a member that is not a
+ * regular file or a directory is refused, as are more than
+ * TASK_REQUEST_FILES_MAX members. 0; -EINVAL with e naming key's entry
+ * (507 no_space for a full disk, 500 otherwise); -ENOMEM.
+ */
+int api_input_tar_expand(int in, const char *id, const char *key, json_t *out, struct api_error *e);
+
+/* The task is stored: the tars its inputs were made from go. */
+void api_inputs_commit(const char *state_dir, const char *task_id);
 
 /* The inputs spec_json's files name, back from the task's directory (its insert failed). */
 void api_inputs_give_back(const char *state_dir, const char *tenant, const char *task_id,

@@ -93,24 +93,24 @@ static const char *file_path_problem(const char *path)
 }
 
 /*
- * A file's content: a string (UTF-8 text, no NUL), or {"base64": "..."}
- * (any bytes, strict base64). *ret_len gets its length in bytes.
- */
-/*
  * {"input": ID} (a request), {"input": ID, "offset": O, "size": N} (a
- * stored spec: the API took the input in, api/inputs.h). *ret_id: ID.
+ * stored spec: the API took the input in, api/inputs.h); or, a request's
+ * directory (a key ending in '/'), {"tar_input": ID}. *ret_id: ID.
  */
-static int file_input(json_t *v, const char *field, bool stored, const char **ret_id,
+static int file_input(json_t *v, const char *field, bool stored, bool tar, const char **ret_id,
 		      struct api_error *e)
 {
-	const char *id = json_string_value(json_object_get(v, "input"));
+	const char *key = tar ? "tar_input" : "input";
+	const char *id = json_string_value(json_object_get(v, key));
 	json_t *off = json_object_get(v, "offset"), *size = json_object_get(v, "size");
 	if (!id || !id_is_valid(INPUT_ID_PREFIX, id))
-		return INVALID(e, field, "%s.input must be an input's id (%s...)", field,
+		return INVALID(e, field, "%s.%s must be an input's id (%s...)", field, key,
 			       INPUT_ID_PREFIX);
-	if (!stored && json_object_size(v) != 1)
-		return INVALID(e, field, "%s must be {\"input\": \"%s...\"} and nothing else",
-			       field, INPUT_ID_PREFIX);
+	if ((!stored || tar) && json_object_size(v) != 1)
+		return INVALID(e, field, "%s must be {\"%s\": \"%s...\"} and nothing else", field,
+			       key, INPUT_ID_PREFIX);
+	if (tar && stored)
+		return INVALID(e, field, "%s: a stored spec has no tar_input", field);
 	if (stored &&
 	    (json_object_size(v) != 3 || !json_is_integer(off) || !json_is_integer(size) ||
 	     json_integer_value(off) < 0 || json_integer_value(size) < 0 ||
@@ -120,6 +120,10 @@ static int file_input(json_t *v, const char *field, bool stored, const char **re
 	return 0;
 }
 
+/*
+ * A file's content: a string (UTF-8 text, no NUL), or {"base64": "..."}
+ * (any bytes, strict base64). *ret_len gets its length in bytes.
+ */
 static int file_content(json_t *v, const char *field, size_t *ret_len, struct api_error *e)
 {
 	if (json_is_string(v)) {
@@ -245,13 +249,23 @@ int task_request_parse_files(json_t *files, struct task_request *r, struct api_e
 	{
 		char field[API_FIELD_MAX];
 		api_field_key(field, "files", key);
-		const char *problem = file_path_problem(key);
+		/* a directory from a tar input: its key ends in one '/' */
+		bool tar = json_object_get(v, "tar_input") != NULL;
+		size_t klen = strlen(key);
+		char dir[SPEC_PATH_MAX + 2];
+		if (tar && (klen < 2 || key[klen - 1] != '/' || key[klen - 2] == '/' ||
+			    klen > SPEC_PATH_MAX))
+			return INVALID(e, field,
+				       "a tar goes to a directory: %s must end in one '/'", field);
+		snprintf(dir, sizeof(dir), "%.*s", (int)(tar ? klen - 1 : klen), key);
+		const char *problem = file_path_problem(dir);
 		if (problem)
 			return INVALID(e, field, "file path %s", problem);
 		size_t len = 0;
 		const char *input = NULL;
-		int ret = json_object_get(v, "input") ? file_input(v, field, r->stored, &input, e)
-						      : file_content(v, field, &len, e);
+		int ret = json_object_get(v, "input") || tar
+			      ? file_input(v, field, r->stored, tar, &input, e)
+			      : file_content(v, field, &len, e);
 		if (ret < 0)
 			return ret;
 		for (size_t i = 0; input && i < r->nfiles; i++)

@@ -83,7 +83,9 @@ struct task_request_file {
 				base64 content ({"base64": ...}: len bytes once decoded) */
 	size_t len;
 	/* {"input": ID}: an input (POST /v1/inputs), its bytes on the host; len 0,
-	 * content NULL. A stored spec's has its "offset" and "size" too. */
+	 * content NULL. A stored spec's has its "offset" and "size" too. A
+	 * request's {"tar_input": ID} too, whose path is a directory's (it ends
+	 * in '/'): api_inputs_take() makes it files. */
 	const char *input;
 };
 

@@ -116,6 +116,31 @@ static int check_task_quota(struct api_call *c, const struct quota *limit, struc
 	return 0;
 }
 
+/*
+ * The spec once its inputs are taken (a tar's members are files now),
+ * checked again as a stored one: the count of files, a file inside
+ * another's path. 0, or -EINVAL with c->err naming the file.
+ */
+static int recheck(struct api_call *c, struct task_request *tr)
+{
+	struct task_request again = {0};
+	int r = task_request_from_spec_json(tr->spec_json, &again, c->err);
+	task_request_release(&again);
+	return r;
+}
+
+/* tr's spec_json back to the text asked (taking its inputs changed it). 0 or -ENOMEM. */
+static int respec(struct task_request *tr, const char *asked)
+{
+	char *copy = strdup(asked);
+	if (!copy)
+		return -ENOMEM;
+	free(tr->spec_json);
+	tr->spec_json = copy;
+	tr->spec_len = strlen(copy);
+	return 0;
+}
+
 /* Remove task id's directory if it is empty: made for a task that was not stored. */
 static void forget_dir(const char *state_dir, const char *id)
 {
@@ -151,6 +176,11 @@ int api_tasks_create(struct api_call *c)
 			 .spec_json = tr.spec_json};
 	uint64_t queued = 0;
 	snprintf(t.tenant, sizeof(t.tenant), "%s", c->who.tenant); /* the caller's */
+	_cleanup_free_ char *asked = tr.ninputs ? strdup(tr.spec_json) : NULL;
+	if (tr.ninputs && !asked) {
+		task_request_release(&tr);
+		return -ENOMEM;
+	}
 	for (int i = 0; i < ID_TRIES; i++) {
 		r = task_id_new(t.id);
 		if (r == 0 && tr.secrets_json)
@@ -158,8 +188,14 @@ int api_tasks_create(struct api_call *c)
 		bool kept = r == 0 && tr.secrets_json;
 		/* its inputs, into its directory before its row: see inputs.h */
 		bool took = r == 0 && tr.ninputs;
-		if (took && (r = api_inputs_take(c->ctx->state_dir, t.tenant, t.id, &tr.spec_json,
-						 c->err)) < 0) {
+		if (took && i > 0 && (r = respec(&tr, asked)) < 0) /* as asked: a retry */
+			took = false;
+		if (took &&
+		    (r = api_inputs_take(c->ctx->state_dir, t.tenant, t.id, &tr.spec_json,
+					 c->err)) == 0 &&
+		    (r = recheck(c, &tr)) < 0)
+			api_inputs_give_back(c->ctx->state_dir, t.tenant, t.id, tr.spec_json);
+		if (took && r < 0) {
 			if (kept)
 				layout_secrets_forget(c->ctx->state_dir, t.id, true);
 			forget_dir(c->ctx->state_dir, t.id);
@@ -170,6 +206,8 @@ int api_tasks_create(struct api_call *c)
 		if (r == 0)
 			r = store_task_insert_within(c->ctx->store, &t, limit.v[QUOTA_TASKS_QUEUED],
 						     &queued, &se);
+		if (r == 0 && took)
+			api_inputs_commit(c->ctx->state_dir, t.id);
 		if (r < 0 && took)
 			api_inputs_give_back(c->ctx->state_dir, t.tenant, t.id, tr.spec_json);
 		if (r < 0 && kept) /* ours: the file, and the directory made for it */

@@ -3,13 +3,15 @@
 the real daemon and real sandboxes: bytes arrive whole in every attempt,
 an input is its tenant's and one task's, the limits are enforced with the
 documented codes, untaken inputs expire, a daemon killed in between loses
-none, and a removed task leaves none behind. `agentbox submit --file`
-sends files past 1 MiB this way.
+none, and a removed task leaves none behind; a directory goes as a tar
+input, hostile tars are refused and given back whole. `agentbox submit
+--file` sends files past 1 MiB this way.
 """
 import hashlib
-import http.client
+import io
 import os
 import subprocess
+import tarfile
 import time
 
 import pytest
@@ -228,3 +230,81 @@ def test_submit_sends_large_files_ahead(daemon, tmp_path):
     assert "small\n" in out
     # the two large ones went as inputs, the small one inline
     assert len(os.listdir(daemon.state / "tasks" / tid / "inputs")) == 2
+
+
+def tar_of(members):
+    """A tar (bytes) of members: (name, bytes) for a file, (name, None) for a directory,
+    (name, ("symlink"|"hardlink", target)) for a link."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tf.addfile(info)
+            elif isinstance(data, tuple):
+                info.type = tarfile.SYMTYPE if data[0] == "symlink" else tarfile.LNKTYPE
+                info.linkname = data[1]
+                tf.addfile(info)
+            else:
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_directory_goes_as_a_tar_input(daemon):
+    big, mid = os.urandom(6 << 20), os.urandom(1 << 20)
+    tar = tar_of([("./", None), ("./big.bin", big), ("sub/", None), ("sub/mid.bin", mid),
+                  ("sub/empty", b""), ("sub/deeper/note.txt", b"note\n")])
+    iid = upload(daemon, tar)
+    tid, t = run_task(daemon, command=["sh", "-c",
+                                       "cd /workspace/data && sha256sum big.bin sub/mid.bin && "
+                                       "wc -c < sub/empty && cat sub/deeper/note.txt "
+                                       "/workspace/inline.txt"],
+                      files={"/workspace/data/": {"tar_input": iid},
+                             "/workspace/inline.txt": "inline\n"},
+                      limits={"disk_mb": 64})
+    assert t["status"] == "succeeded", t
+    out = logs(daemon, tid)
+    assert f"{hashlib.sha256(big).hexdigest()}  big.bin" in out
+    assert f"{hashlib.sha256(mid).hexdigest()}  sub/mid.bin" in out
+    assert "0\nnote\ninline\n" in out
+    # the tar is gone; one blob of its files' bytes stays beside the task, under its id
+    kept = os.listdir(daemon.state / "tasks" / tid / "inputs")
+    assert kept == [iid]
+    assert os.path.getsize(daemon.state / "tasks" / tid / "inputs" / iid) == len(big) + len(mid) + 5
+    assert pending(daemon) == []
+
+
+@pytest.mark.parametrize("members,says", [
+    ([("../escape", b"x")], "not a relative, canonical path"),
+    ([("/etc/cron.d/evil", b"x")], "not a relative, canonical path"),
+    ([("a/../../b", b"x")], "not a relative, canonical path"),
+    ([("link", ("symlink", "/etc/shadow"))], "not a regular file or a directory"),
+    ([("f", b"x"), ("hard", ("hardlink", "f"))], "not a regular file or a directory"),
+    ([("inline.txt", b"also a key")], "given twice"),
+])
+def test_a_hostile_tar_input_is_refused_and_given_back(daemon, members, says):
+    iid = upload(daemon, tar_of(members))
+    st, body = daemon.request("POST", "/v1/tasks", {
+        "command": ["true"], "files": {"/workspace/d/": {"tar_input": iid},
+                                       "/workspace/d/inline.txt": "inline"}})
+    assert st == 400 and body["error"]["code"] == "invalid_field", body
+    assert says in body["error"]["message"], body
+    assert body["error"]["field"].startswith('files["/workspace/d/')
+    # nothing was made of it: the tar is its owner's again, whole, and no task directory stays
+    assert iid in pending(daemon)
+    assert (daemon.state / "inputs" / "default" / iid).read_bytes() == tar_of(members)
+    assert not (daemon.state / "tasks").exists() or os.listdir(daemon.state / "tasks") == []
+
+
+def test_a_tar_input_that_is_no_tar_is_refused(daemon):
+    iid = upload(daemon, b"plain bytes, no tar" * 100)
+    st, body = daemon.request("POST", "/v1/tasks", {
+        "command": ["true"], "files": {"/workspace/d/": {"tar_input": iid}}})
+    assert st == 400 and body["error"]["field"] == 'files["/workspace/d/"]', body
+    assert iid in pending(daemon)
+    # and a tar input must go to a directory
+    st, body = daemon.request("POST", "/v1/tasks", {
+        "command": ["true"], "files": {"/workspace/d": {"tar_input": iid}}})
+    assert st == 400 and "must end in one '/'" in body["error"]["message"], body
