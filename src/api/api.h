@@ -623,6 +623,17 @@ void api_upload_free(struct api_upload *u);
 int api_inputs_sweep(const char *state_dir, int64_t now_ms, uint64_t ttl_s, struct error *err);
 
 /*
+ * At agentboxd's start, before anything can make a task or an input: the
+ * sweep above, and every upload's temporary (none is arriving); a task
+ * directory whose inputs/ no stored task owns (the daemon stopped between
+ * the take and the store) gives them back to their tenant, whole, before
+ * the directory goes (sched/retain.h); a stored task's leftover tars go,
+ * and an ended task's inputs. 0, or -errno with err.
+ */
+int api_inputs_recover(struct store *st, const char *state_dir, int64_t now_ms, uint64_t ttl_s,
+		       struct error *err);
+
+/*
  * The exit object of the API for process pid from the shim's exit record
  * (fleet_exit_record()): pid, exit_code, signal, oom_killed, timed_out,
  * duration_ms, truncated. For the server's process streams. NULL when

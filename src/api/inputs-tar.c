@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Bytes read from the tar at a time, and copied to the blob through. */
@@ -37,15 +38,18 @@
 /* The refusal of a tar whose member name (or whose whole) is wrong. */
 #define BAD_TAR(e, field, ...) api_error_set(e, API_ERR_INVALID_FIELD, field, __VA_ARGS__)
 
-/* One member's data from a into blob; *ret_size its length. 0, or -errno, or -EBADMSG. */
-static int copy_member(struct archive *a, int blob, char *buf, uint64_t *ret_size)
+/*
+ * One member's data from a into blob, at most max bytes (its declared
+ * size); *ret_size its length. 0, or -errno, or -EBADMSG.
+ */
+static int copy_member(struct archive *a, int blob, char *buf, uint64_t max, uint64_t *ret_size)
 {
 	uint64_t size = 0;
 	for (;;) {
 		la_ssize_t n = archive_read_data(a, buf, TAR_BLOCK);
 		if (n == 0)
 			break;
-		if (n < 0)
+		if (n < 0 || (uint64_t)n > max - size)
 			return -EBADMSG;
 		int r = write_all(blob, buf, (size_t)n);
 		if (r < 0)
@@ -57,8 +61,8 @@ static int copy_member(struct archive *a, int blob, char *buf, uint64_t *ret_siz
 }
 
 /* The members of the tar a reads, into blob and out. 0, or an error in e. */
-static int expand(struct archive *a, int blob, const char *id, const char *key, const char *field,
-		  json_t *out, struct api_error *e)
+static int expand(struct archive *a, int blob, uint64_t tar_size, const char *id, const char *key,
+		  const char *field, json_t *out, struct api_error *e)
 {
 	_cleanup_free_ char *buf = malloc(TAR_BLOCK);
 	if (!buf)
@@ -85,6 +89,13 @@ static int expand(struct archive *a, int blob, const char *id, const char *key, 
 			    e, field,
 			    "%s.tar_input: member %s is not a regular file or a directory", field,
 			    name);
+		/* a sparse member's holes would be zeros the tar does not hold: refused */
+		int64_t declared = archive_entry_size(ent);
+		if (archive_entry_sparse_count(ent) > 0 || declared < 0 ||
+		    (uint64_t)declared > tar_size - offset)
+			return BAD_TAR(e, field,
+				       "%s.tar_input: member %s is sparse, or larger than the tar",
+				       field, name);
 		if (++members > TASK_REQUEST_FILES_MAX)
 			return BAD_TAR(e, field, "%s.tar_input holds more than %d files", field,
 				       TASK_REQUEST_FILES_MAX);
@@ -94,7 +105,7 @@ static int expand(struct archive *a, int blob, const char *id, const char *key, 
 				       "%s.tar_input: member %s is too long a path or given twice",
 				       field, name);
 		uint64_t size = 0;
-		int r = copy_member(a, blob, buf, &size);
+		int r = copy_member(a, blob, buf, (uint64_t)declared, &size);
 		if (r == -EBADMSG)
 			return BAD_TAR(e, field, "%s.tar_input: member %s is cut short: %s", field,
 				       name, archive_error_string(a));
@@ -112,7 +123,12 @@ static int expand(struct archive *a, int blob, const char *id, const char *key, 
 	if (h != ARCHIVE_EOF)
 		return BAD_TAR(e, field, "%s.tar_input is not a whole tar: %s", field,
 			       archive_error_string(a));
-	return fsync(blob) < 0 ? api_error_internal(e, errno, "a tar input's files") : 0;
+	if (fsync(blob) < 0)
+		return errno == ENOSPC || errno == EDQUOT
+			   ? api_error_set(e, API_ERR_NO_SPACE, NULL,
+					   "the disk of the daemon's inputs is full")
+			   : api_error_internal(e, errno, "a tar input's files");
+	return 0;
 }
 
 int api_input_tar_expand(int in, const char *id, const char *key, json_t *out, struct api_error *e)
@@ -121,7 +137,8 @@ int api_input_tar_expand(int in, const char *id, const char *key, json_t *out, s
 	api_field_key(field, "files", key);
 	snprintf(tar, sizeof(tar), "%s%s", INPUT_TAR_PREFIX, id);
 	_cleanup_close_ int src = openat(in, tar, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (src < 0)
+	struct stat st;
+	if (src < 0 || fstat(src, &st) < 0)
 		return api_error_internal(e, errno, "a tar input");
 	_cleanup_close_ int blob =
 	    openat(in, id, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -134,7 +151,7 @@ int api_input_tar_expand(int in, const char *id, const char *key, json_t *out, s
 	int r =
 	    archive_read_open_fd(a, src, TAR_BLOCK) != ARCHIVE_OK
 		? BAD_TAR(e, field, "%s.tar_input is not a tar: %s", field, archive_error_string(a))
-		: expand(a, blob, id, key, field, out, e);
+		: expand(a, blob, (uint64_t)st.st_size, id, key, field, out, e);
 	archive_read_free(a);
 	if (r < 0)
 		(void)unlinkat(in, id, 0); /* the tar stays, to be given back */

@@ -31,15 +31,20 @@ int api_input_upload_finish(int fd, const char *temp, const char *id, uint64_t s
 
 /*
  * Task task_id takes the inputs its canonical spec's files name (they
- * must be tenant's and not yet taken): each moves into the task's
- * directory (made if need be), durably, and its entry gets "offset" 0
- * and "size"; a directory's {"tar_input"} entry becomes its members'
- * (api_input_tar_expand()). *spec_json is replaced by the new text. 0;
- * -EINVAL with e naming the file (no such input, a bad tar), or an
- * internal error; -ENOMEM. On failure every input is where it was.
+ * must be tenant's, not yet taken, and younger than ttl_s at now_ms):
+ * each moves into the task's inputs/ (made if need be, with a mark of the
+ * tenant's, INPUT_TENANT_FILE, durably, before the first moves), and its
+ * entry gets "offset" 0 and "size"; a directory's {"tar_input"} entry
+ * becomes its members' (api_input_tar_expand()). *spec_json is replaced
+ * by the new text. 0; -EINVAL with e naming the file (no such input, a
+ * bad tar), or an internal error; -ENOMEM. On failure every input is its
+ * tenant's again.
  */
-int api_inputs_take(const char *state_dir, const char *tenant, const char *task_id,
-		    char **spec_json, struct api_error *e);
+int api_inputs_take(const char *state_dir, const char *tenant, const char *task_id, int64_t now_ms,
+		    uint64_t ttl_s, char **spec_json, struct api_error *e);
+
+/* In a task's inputs/: the tenant whose inputs they were, for a give back at a start. */
+#define INPUT_TENANT_FILE ".tenant"
 
 /*
  * A tar input stays in the task's inputs/ as INPUT_TAR_PREFIX<id> until
@@ -64,8 +69,10 @@ int api_input_tar_expand(int in, const char *id, const char *key, json_t *out, s
 /* The task is stored: the tars its inputs were made from go. */
 void api_inputs_commit(const char *state_dir, const char *task_id);
 
-/* The inputs spec_json's files name, back from the task's directory (its insert failed). */
-void api_inputs_give_back(const char *state_dir, const char *tenant, const char *task_id,
-			  const char *spec_json);
+/*
+ * Everything task_id's inputs/ holds back to tenant's (a tar whole, its
+ * blob removed), durably, and inputs/ removed: the task was not stored.
+ */
+void api_inputs_give_back(const char *state_dir, const char *tenant, const char *task_id);
 
 #endif

@@ -470,7 +470,7 @@ void api_upload_end(struct api_upload *u, struct store *st, struct api_response 
 			if (u->tar)
 				r = api_error_internal(&e, u->write_errno, "spooling the tar");
 			else if (u->image || u->input)
-				r = u->write_errno == ENOSPC
+				r = u->write_errno == ENOSPC || u->write_errno == EDQUOT
 					? api_error_set(&e, API_ERR_NO_SPACE, NULL,
 							"the disk of the daemon's %s is full",
 							u->image ? "image store" : "inputs")

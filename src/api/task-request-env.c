@@ -94,8 +94,8 @@ static const char *file_path_problem(const char *path)
 
 /*
  * {"input": ID} (a request), {"input": ID, "offset": O, "size": N} (a
- * stored spec: the API took the input in, api/inputs.h); or, a request's
- * directory (a key ending in '/'), {"tar_input": ID}. *ret_id: ID.
+ * stored spec: the API took the input in, api/inputs.h); or, a
+ * directory's (a key ending in '/'), {"tar_input": ID}. *ret_id: ID.
  */
 static int file_input(json_t *v, const char *field, bool stored, bool tar, const char **ret_id,
 		      struct api_error *e)
@@ -106,16 +106,15 @@ static int file_input(json_t *v, const char *field, bool stored, bool tar, const
 	if (!id || !id_is_valid(INPUT_ID_PREFIX, id))
 		return INVALID(e, field, "%s.%s must be an input's id (%s...)", field, key,
 			       INPUT_ID_PREFIX);
-	if ((!stored || tar) && json_object_size(v) != 1)
+	/* a canonical spec is read again before its inputs are taken (a default timeout) */
+	bool taken = stored && !tar && json_object_size(v) == 3;
+	if (!taken && json_object_size(v) != 1)
 		return INVALID(e, field, "%s must be {\"%s\": \"%s...\"} and nothing else", field,
 			       key, INPUT_ID_PREFIX);
-	if (tar && stored)
-		return INVALID(e, field, "%s: a stored spec has no tar_input", field);
-	if (stored &&
-	    (json_object_size(v) != 3 || !json_is_integer(off) || !json_is_integer(size) ||
-	     json_integer_value(off) < 0 || json_integer_value(size) < 0 ||
-	     (uint64_t)json_integer_value(size) > SPEC_FILE_INPUT_MAX))
-		return INVALID(e, field, "%s is not a stored input", field);
+	if (taken && (!json_is_integer(off) || !json_is_integer(size) ||
+		      json_integer_value(off) < 0 || json_integer_value(size) < 0 ||
+		      (uint64_t)json_integer_value(size) > SPEC_FILE_INPUT_MAX))
+		return INVALID(e, field, "%s is not a taken input", field);
 	*ret_id = id;
 	return 0;
 }

@@ -129,6 +129,27 @@ static int recheck(struct api_call *c, struct task_request *tr)
 	return r;
 }
 
+/*
+ * Task t takes the inputs tr names (inputs.h), with no store connection
+ * held meanwhile (a tar input is read and written whole, up to
+ * SPEC_FILE_INPUT_MAX), and the store taken again for the insert. 0, or
+ * an error in c->err.
+ */
+static int take_inputs(struct api_call *c, struct task *t, struct task_request *tr)
+{
+	if (c->ctx->store_release)
+		c->ctx->store_release(c->ctx);
+	int r = api_inputs_take(c->ctx->state_dir, t->tenant, t->id, c->now,
+				api_input_ttl_s(c->ctx), &tr->spec_json, c->err);
+	if (!c->ctx->store && c->ctx->store_acquire)
+		c->ctx->store_acquire(c->ctx);
+	if (r == 0 && !c->ctx->store) {
+		api_inputs_give_back(c->ctx->state_dir, t->tenant, t->id);
+		return api_error_internal(c->err, EAGAIN, "no store connection after the inputs");
+	}
+	return r;
+}
+
 /* tr's spec_json back to the text asked (taking its inputs changed it). 0 or -ENOMEM. */
 static int respec(struct task_request *tr, const char *asked)
 {
@@ -190,11 +211,8 @@ int api_tasks_create(struct api_call *c)
 		bool took = r == 0 && tr.ninputs;
 		if (took && i > 0 && (r = respec(&tr, asked)) < 0) /* as asked: a retry */
 			took = false;
-		if (took &&
-		    (r = api_inputs_take(c->ctx->state_dir, t.tenant, t.id, &tr.spec_json,
-					 c->err)) == 0 &&
-		    (r = recheck(c, &tr)) < 0)
-			api_inputs_give_back(c->ctx->state_dir, t.tenant, t.id, tr.spec_json);
+		if (took && (r = take_inputs(c, &t, &tr)) == 0 && (r = recheck(c, &tr)) < 0)
+			api_inputs_give_back(c->ctx->state_dir, t.tenant, t.id);
 		if (took && r < 0) {
 			if (kept)
 				layout_secrets_forget(c->ctx->state_dir, t.id, true);
@@ -209,7 +227,7 @@ int api_tasks_create(struct api_call *c)
 		if (r == 0 && took)
 			api_inputs_commit(c->ctx->state_dir, t.id);
 		if (r < 0 && took)
-			api_inputs_give_back(c->ctx->state_dir, t.tenant, t.id, tr.spec_json);
+			api_inputs_give_back(c->ctx->state_dir, t.tenant, t.id);
 		if (r < 0 && kept) /* ours: the file, and the directory made for it */
 			layout_secrets_forget(c->ctx->state_dir, t.id, true);
 		if (r < 0 && took) /* the directory the inputs were taken into, if it is empty */
@@ -249,8 +267,10 @@ int api_task_cancel(struct api_call *c)
 	}
 	if (r < 0)
 		return api_store_error(c, r, &se);
-	if (status == TASK_CANCELLED)
+	if (status == TASK_CANCELLED) {
 		layout_secrets_forget(c->ctx->state_dir, c->id, false);
+		layout_inputs_forget(c->ctx->state_dir, c->id);
+	}
 	if (status == TASK_RUNNING && c->ctx->task_cancel_requested)
 		c->ctx->task_cancel_requested(c->id, c->ctx->hook_data);
 	return respond_task(c, 200);

@@ -1,11 +1,14 @@
 /* layout.c - the state directory's paths (layout.h). */
 #include "core/layout.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 __attribute__((format(printf, 3, 4))) static int path(char *buf, size_t size, const char *fmt, ...)
@@ -47,6 +50,25 @@ void layout_secrets_forget(const char *state_dir, const char *id, bool dir_too)
 	(void)unlink(file);
 	if (dir_too)
 		(void)rmdir(dir);
+}
+
+void layout_inputs_forget(const char *state_dir, const char *id)
+{
+	char dir[PATH_MAX];
+	if (path(dir, sizeof(dir), "%s/" LAYOUT_TASKS "/%s/" LAYOUT_INPUTS, state_dir, id) < 0)
+		return;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (struct dirent *de; (de = readdir(d));)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+	(void)rmdir(dir);
 }
 
 int layout_attempt_name(char *buf, size_t size, uint32_t attempt)

@@ -152,6 +152,13 @@ int layout_task_dir(char *buf, size_t size, const char *state_dir, const char *i
  */
 void layout_secrets_forget(const char *state_dir, const char *id, bool dir_too);
 
+/*
+ * Remove task id's inputs (<state>/tasks/<id>/inputs/, a flat directory)
+ * once no attempt can need them: the task ended. Best effort, no error:
+ * the task's removal takes what is left.
+ */
+void layout_inputs_forget(const char *state_dir, const char *id);
+
 /* "attempt-<N>": an attempt's directory, relative to its task's. */
 int layout_attempt_name(char *buf, size_t size, uint32_t attempt);
 

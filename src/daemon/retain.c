@@ -68,10 +68,11 @@ int daemon_input_ttl_option(struct daemon_config *cfg, const char *arg)
 
 int daemon_retain_sweep(struct daemon *d, struct store *st, struct error *err)
 {
+	/* inputs first: a task directory no row names may hold some to give back */
 	struct error ie = {0};
 	uint64_t ttl = d->cfg.input_ttl_s ? d->cfg.input_ttl_s : TASK_INPUT_TTL_DEFAULT_S;
-	if (api_inputs_sweep(d->cfg.state_dir, wall_clock_ms(), ttl, &ie) < 0)
-		fprintf(stderr, "agentboxd: removing expired inputs: %s\n", ie.msg);
+	if (api_inputs_recover(st, d->cfg.state_dir, wall_clock_ms(), ttl, &ie) < 0)
+		fprintf(stderr, "agentboxd: recovering inputs: %s\n", ie.msg);
 	size_t removed = 0;
 	struct error e = {0};
 	int r = retain_sweep(st, d->cfg.state_dir, &removed, &e);

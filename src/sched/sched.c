@@ -277,7 +277,8 @@ static int import_events(struct sched *s, struct running *r, struct error *err)
 
 /*
  * End an attempt in the store; when that ends the task, its secret values
- * (core/layout.h's LAYOUT_SECRETS) go: no later attempt needs them.
+ * (core/layout.h's LAYOUT_SECRETS) and its inputs go: no later attempt
+ * needs them.
  */
 static int end_attempt(struct sched *s, const char *id, uint32_t attempt, enum task_status end,
 		       int exit_code, const char *error, struct error *err)
@@ -285,8 +286,10 @@ static int end_attempt(struct sched *s, const char *id, uint32_t attempt, enum t
 	enum task_status status = TASK_RUNNING;
 	int r = store_task_end_attempt(s->st, id, attempt, end, exit_code, error, now_ms(s),
 				       &status, err);
-	if (r == 0 && task_status_is_final(status))
+	if (r == 0 && task_status_is_final(status)) {
 		layout_secrets_forget(s->cfg.state_dir, id, false);
+		layout_inputs_forget(s->cfg.state_dir, id);
+	}
 	return r;
 }
 

@@ -5,6 +5,7 @@
 #include "base/cleanup.h"
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
+#include "core/id.h"
 #include "core/layout.h"
 #include "core/limits.h"
 #include "supervisor/spec-json.h"
@@ -75,6 +76,8 @@ static int open_input(struct attempt *a, int task_fd, const char *id, struct err
 	for (size_t k = 0; k < a->ninputs; k++)
 		if (strcmp(a->input_ids[k], id) == 0)
 			return a->input_fds[k];
+	if (!id_is_valid(INPUT_ID_PREFIX, id))
+		return error_set(err, EINVAL, "attempt.json: '%s' is not an input's id", id);
 	if (a->ninputs == TASK_INPUTS_MAX)
 		return error_set(err, E2BIG, "attempt.json: more than %d inputs", TASK_INPUTS_MAX);
 	char name[256];

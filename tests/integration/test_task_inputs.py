@@ -9,7 +9,9 @@ input, hostile tars are refused and given back whole. `agentbox submit
 """
 import hashlib
 import io
+import json
 import os
+import sqlite3
 import subprocess
 import tarfile
 import time
@@ -54,6 +56,17 @@ def pending(d, tenant="default"):
     return sorted(os.listdir(path)) if path.exists() else []
 
 
+def stored_files(d, tid):
+    """The files of task tid's spec as the store keeps it (read-only)."""
+    db = sqlite3.connect(f"file:{d.state}/agentbox.db?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT s.spec_json FROM tasks t JOIN task_specs s "
+                         "ON s.task_pk = t.pk WHERE t.id = ?", (tid,)).fetchone()
+        return json.loads(row[0])["files"]
+    finally:
+        db.close()
+
+
 def paths_naming(root, name):
     return [os.path.join(p, f) for p, dirs, files in os.walk(root)
             for f in dirs + files if name in f]
@@ -76,9 +89,13 @@ def test_inputs_arrive_byte_for_byte_and_belong_to_the_command(daemon):
     assert f"{hashlib.sha256(big).hexdigest()}  /workspace/in/big.bin" in out
     assert f"{hashlib.sha256(small).hexdigest()}  /tmp/small.bin" in out
     assert f"sandbox 644 {len(big)}" in out
-    # taken: nothing of them is pending; they live beside the task
+    # taken: nothing of them is pending; the stored spec says which bytes; and once the
+    # task has ended (no attempt can need them) they are gone from the disk
     assert pending(daemon) == []
-    assert sorted(os.listdir(daemon.state / "tasks" / tid / "inputs")) == sorted([a, b])
+    files = stored_files(daemon, tid)
+    assert files["/workspace/in/big.bin"] == {"input": a, "offset": 0, "size": len(big)}
+    assert files["/tmp/small.bin"] == {"input": b, "offset": 0, "size": len(small)}
+    assert paths_naming(daemon.state, a) == [] and paths_naming(daemon.state, b) == []
 
 
 def test_every_attempt_gets_them_and_rm_removes_them(daemon):
@@ -164,6 +181,14 @@ def test_untaken_inputs_expire(tmp_path):
     d = Daemon(tmp_path, "--input-ttl", "1s").start()
     try:
         old = upload(d, b"soon gone")
+        # expired is gone for a task at once, though nothing has swept it yet
+        mtime = os.stat(d.state / "inputs" / "default" / old).st_mtime
+        while time.time() <= mtime + 1.5:
+            time.sleep(0.1)
+        st, body = d.request("POST", "/v1/tasks", {"command": ["true"],
+                                                   "files": {"/workspace/x": {"input": old}}})
+        assert st == 400 and body["error"]["code"] == "invalid_field", body
+        assert old in pending(d)
         # an input's age is its file's; each upload removes what expired
         deadline = time.monotonic() + DEADLINE_S
         while old in pending(d):
@@ -229,7 +254,10 @@ def test_submit_sends_large_files_ahead(daemon, tmp_path):
     assert f"{hashlib.sha256(big[:(2 << 20) + 1]).hexdigest()}  /workspace/t/large.bin" in out
     assert "small\n" in out
     # the two large ones went as inputs, the small one inline
-    assert len(os.listdir(daemon.state / "tasks" / tid / "inputs")) == 2
+    files = stored_files(daemon, tid)
+    assert sorted(k for k, v in files.items() if "input" in v) == [
+        "/workspace/big.bin", "/workspace/t/large.bin"]
+    assert files["/workspace/t/sub/small.txt"] == "small\n"
 
 
 def tar_of(members):
@@ -269,11 +297,14 @@ def test_a_directory_goes_as_a_tar_input(daemon):
     assert f"{hashlib.sha256(big).hexdigest()}  big.bin" in out
     assert f"{hashlib.sha256(mid).hexdigest()}  sub/mid.bin" in out
     assert "0\nnote\ninline\n" in out
-    # the tar is gone; one blob of its files' bytes stays beside the task, under its id
-    kept = os.listdir(daemon.state / "tasks" / tid / "inputs")
-    assert kept == [iid]
-    assert os.path.getsize(daemon.state / "tasks" / tid / "inputs" / iid) == len(big) + len(mid) + 5
-    assert pending(daemon) == []
+    # its files point into one flat file of their bytes, one after the other, in the tar's order
+    files = stored_files(daemon, tid)
+    assert files["/workspace/data/big.bin"] == {"input": iid, "offset": 0, "size": len(big)}
+    assert files["/workspace/data/sub/mid.bin"] == {"input": iid, "offset": len(big),
+                                                    "size": len(mid)}
+    assert files["/workspace/data/sub/empty"]["size"] == 0
+    assert files["/workspace/data/sub/deeper/note.txt"]["offset"] == len(big) + len(mid)
+    assert pending(daemon) == [] and paths_naming(daemon.state, iid) == []
 
 
 @pytest.mark.parametrize("members,says", [
@@ -308,3 +339,66 @@ def test_a_tar_input_that_is_no_tar_is_refused(daemon):
     st, body = daemon.request("POST", "/v1/tasks", {
         "command": ["true"], "files": {"/workspace/d": {"tar_input": iid}}})
     assert st == 400 and "must end in one '/'" in body["error"]["message"], body
+
+
+def test_a_sparse_tar_member_is_refused(daemon, tmp_path):
+    # a tar of a few KiB whose member claims 1 GiB of holes: never written out as zeros
+    (tmp_path / "holes").mkdir()
+    with open(tmp_path / "holes" / "sparse", "wb") as f:
+        f.truncate(1 << 30)
+        f.write(b"end")
+    subprocess.run(["tar", "--sparse", "-cf", str(tmp_path / "s.tar"), "-C",
+                    str(tmp_path / "holes"), "sparse"], check=True, timeout=60)
+    tar = (tmp_path / "s.tar").read_bytes()
+    assert len(tar) < 1 << 20
+    iid = upload(daemon, tar)
+    st, body = daemon.request("POST", "/v1/tasks", {
+        "command": ["true"], "files": {"/workspace/d/": {"tar_input": iid}}})
+    assert st == 400 and "sparse" in body["error"]["message"], body
+    assert iid in pending(daemon)
+    assert paths_naming(daemon.state / "tasks", iid) == []
+
+
+def test_a_timeout_quota_does_not_refuse_inputs(tmp_path):
+    # a tenant's timeout_s gives a task without one its bound: the spec is read again then
+    d = Daemon(tmp_path, "--tenant-quota", "timeout_s=600").start()
+    try:
+        iid = upload(d, b"z" * 5000)
+        tar = upload(d, tar_of([("t.txt", b"in a tar\n")]))
+        tid, t = run_task(d, command=["cat", "/workspace/f", "/workspace/d/t.txt"],
+                          files={"/workspace/f": {"input": iid},
+                                 "/workspace/d/": {"tar_input": tar}})
+        assert t["status"] == "succeeded", t
+        assert logs(d, tid) == "z" * 5000 + "in a tar\n"
+    finally:
+        d.stop()
+
+
+def test_inputs_of_a_task_never_stored_go_back_at_the_start(tmp_path):
+    # the daemon stopped between taking a task's inputs and storing the task: what it took is
+    # in a task directory no row names, with its tenant's mark
+    d = Daemon(tmp_path).start()
+    try:
+        plain = upload(d, b"plain input")
+        tar = upload(d, tar_of([("a", b"a")]))
+    finally:
+        d.stop()
+    ghost = d.state / "tasks" / ("tsk_" + "7" * 26) / "inputs"
+    ghost.mkdir(parents=True)
+    (ghost / ".tenant").write_text("default")
+    mine = d.state / "inputs" / "default"
+    os.rename(mine / plain, ghost / plain)
+    os.rename(mine / tar, ghost / f".tar-{tar}")
+    (ghost / tar).write_bytes(b"half a blob")
+    d.start()
+    try:
+        assert pending(d) == sorted([plain, tar])
+        assert (mine / plain).read_bytes() == b"plain input"
+        assert (mine / tar).read_bytes() == tar_of([("a", b"a")])
+        assert not ghost.parent.exists()
+        tid, t = run_task(d, command=["cat", "/workspace/p", "/workspace/d/a"],
+                          files={"/workspace/p": {"input": plain},
+                                 "/workspace/d/": {"tar_input": tar}})
+        assert t["status"] == "succeeded" and logs(d, tid) == "plain inputa"
+    finally:
+        d.stop()
