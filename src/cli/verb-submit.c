@@ -53,9 +53,9 @@ static const char help[] =
     "                       absolute path SANDBOX (text as is, other bytes as\n"
     "                       base64); a directory LOCAL, every file beneath it\n"
     "                       (symlinks left out); repeatable; at most 4 MiB and\n"
-    "                       1024 files for all together, but files past 1 MiB:\n"
-    "                       those are sent ahead (POST /v1/inputs), up to 16\n"
-    "                       of them, 1 GiB each\n"
+    "                       1024 files for all together, but files past\n"
+    "                       64 KiB: the first 16 of them are sent ahead\n"
+    "                       (POST /v1/inputs), up to 1 GiB each\n"
     "  --artifact PATH      keep PATH (a file, or a directory: PATH/) of the\n"
     "                       sandbox when the task ends: agentbox artifacts ID;\n"
     "                       repeatable\n" CLI_HELP_NETWORK CLI_HELP_IMAGE CLI_HELP_METADATA
@@ -93,9 +93,12 @@ static const struct option options[] = {
 
 /*
  * A --file past this is sent ahead as an input (POST /v1/inputs), streamed,
- * and named in files by its id; at most TASK_INPUTS_MAX of them.
+ * and named in files by its id, while the task may name one more
+ * (TASK_INPUTS_MAX); the rest go inline, within SUBMIT_FILES_MAX. Inline
+ * bytes cost the daemon far more than an input's (docs/PERFORMANCE.md,
+ * "A task's inputs"): 64 KiB is where an input is already cheaper.
  */
-#define SUBMIT_INLINE_MAX (1u << 20)
+#define SUBMIT_INLINE_MAX (64u << 10)
 
 /* A file to send ahead as an input: its fd (owned), names, and size. */
 struct submit_input {
@@ -189,9 +192,6 @@ static int add_input(struct submit_args *a, int fd, const char *local, const cha
 	if (size > SPEC_FILE_INPUT_MAX)
 		return error_set(err, EFBIG, "--file: %s: a file may hold at most %llu MiB", local,
 				 SPEC_FILE_INPUT_MAX >> 20);
-	if (a->ninputs == TASK_INPUTS_MAX)
-		return error_set(err, E2BIG, "--file: more than %d files past %u MiB",
-				 TASK_INPUTS_MAX, SUBMIT_INLINE_MAX >> 20);
 	struct submit_input *in = &a->inputs[a->ninputs];
 	*in = (struct submit_input){.fd = fcntl(fd, F_DUPFD_CLOEXEC, 3),
 				    .local = strdup(local),
@@ -257,9 +257,14 @@ static int add_file_fd(struct submit_args *a, int fd, const char *local, const c
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return error_set_errno(err, errno, "--file: %s", local);
-	if ((uint64_t)st.st_size > SUBMIT_INLINE_MAX)
+	if ((uint64_t)st.st_size > SUBMIT_INLINE_MAX && a->ninputs < TASK_INPUTS_MAX)
 		return add_input(a, fd, local, dest, (uint64_t)st.st_size, err);
 	size_t left = SUBMIT_FILES_MAX - a->file_bytes;
+	if ((uint64_t)st.st_size > left && a->ninputs == TASK_INPUTS_MAX)
+		return error_set(err, EFBIG,
+				 "--file: %s: %d files are sent ahead already (the most a task "
+				 "names), and the others together may hold at most %u MiB",
+				 local, TASK_INPUTS_MAX, SUBMIT_FILES_MAX >> 20);
 	if ((uint64_t)st.st_size > left)
 		return error_set(err, EFBIG,
 				 "--file: %s: all files together may hold at most %u MiB", local,

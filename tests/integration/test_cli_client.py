@@ -148,21 +148,21 @@ def test_submit_network_and_its_rate_in_either_order(fake):
 
 
 def test_submit_file_limits(fake, tmp_path):
-    # files up to 1 MiB go inline, at most 4 MiB of them together
+    # files up to 64 KiB go inline, at most 4 MiB of them together
     part = tmp_path / "part.txt"
-    part.write_text("x" * (900 << 10))
-    p = cli(fake, "submit", *[a for i in range(5) for a in ("--file", f"{part}:/w/{i}")],
+    part.write_text("x" * (60 << 10))
+    p = cli(fake, "submit", *[a for i in range(70) for a in ("--file", f"{part}:/w/{i}")],
             "--", "true")
     assert p.returncode == 125
     assert "all files together may hold at most 4 MiB" in one_line_error(p, "submit")
     assert fake.requests == []
-    # larger ones are sent ahead as inputs, at most 16 of them
+    # larger ones: the first 16 are sent ahead as inputs, the rest inline, within the 4 MiB
     big = tmp_path / "big.bin"
-    big.write_bytes(b"y" * ((1 << 20) + 1))
-    p = cli(fake, "submit", *[a for i in range(17) for a in ("--file", f"{big}:/w/b{i}")],
+    big.write_bytes(b"y" * (3 << 20))
+    p = cli(fake, "submit", *[a for i in range(18) for a in ("--file", f"{big}:/w/b{i}")],
             "--", "true")
     assert p.returncode == 125
-    assert "more than 16 files past 1 MiB" in one_line_error(p, "submit")
+    assert "16 files are sent ahead already" in one_line_error(p, "submit")
     assert fake.requests == []
     # bytes that are not text go as base64 (test_artifacts.py runs them for real)
     binary = tmp_path / "bin"
