@@ -70,31 +70,14 @@ static int expand(struct archive *a, int blob, uint64_t tar_size, const char *id
 	uint64_t offset = 0;
 	size_t members = 0;
 	struct archive_entry *ent;
+	const char *name;
+	char nbuf[SPEC_PATH_MAX + 1], path[SPEC_PATH_MAX + 2], why[API_TAR_WHY_MAX];
 	int h;
-	while ((h = archive_read_next_header(a, &ent)) == ARCHIVE_OK) {
-		char nbuf[SPEC_PATH_MAX + 1], path[SPEC_PATH_MAX + 2];
-		const char *raw = archive_entry_pathname(ent);
-		mode_t type = archive_entry_filetype(ent);
-		if (raw && type == AE_IFDIR && (strcmp(raw, ".") == 0 || strcmp(raw, "./") == 0))
-			continue; /* the directory itself */
-		const char *name = raw ? api_tar_member_name(raw, nbuf, sizeof(nbuf)) : NULL;
-		if (!name)
-			return BAD_TAR(
-			    e, field, "%s.tar_input: member '%s' is not a relative, canonical path",
-			    field, raw ? raw : "");
-		if (type == AE_IFDIR)
-			continue;
-		if (type != AE_IFREG || archive_entry_hardlink(ent))
-			return BAD_TAR(
-			    e, field,
-			    "%s.tar_input: member %s is not a regular file or a directory", field,
-			    name);
-		/* a sparse member's holes would be zeros the tar does not hold: refused */
+	while ((h = api_tar_next_file(a, nbuf, sizeof(nbuf), &ent, &name, why)) == 1) {
+		/* a member's bytes are in the tar: one that claims more is refused */
 		int64_t declared = archive_entry_size(ent);
-		if (archive_entry_sparse_count(ent) > 0 || declared < 0 ||
-		    (uint64_t)declared > tar_size - offset)
-			return BAD_TAR(e, field,
-				       "%s.tar_input: member %s is sparse, or larger than the tar",
+		if (declared < 0 || (uint64_t)declared > tar_size - offset)
+			return BAD_TAR(e, field, "%s.tar_input: member %s is larger than the tar",
 				       field, name);
 		if (++members > TASK_REQUEST_FILES_MAX)
 			return BAD_TAR(e, field, "%s.tar_input holds more than %d files", field,
@@ -120,9 +103,10 @@ static int expand(struct archive *a, int blob, uint64_t tar_size, const char *id
 			return -ENOMEM;
 		offset += size;
 	}
-	if (h != ARCHIVE_EOF)
-		return BAD_TAR(e, field, "%s.tar_input is not a whole tar: %s", field,
-			       archive_error_string(a));
+	if (h == -EINVAL)
+		return BAD_TAR(e, field, "%s.tar_input: %s", field, why);
+	if (h < 0)
+		return BAD_TAR(e, field, "%s.tar_input is not a whole tar: %s", field, why);
 	if (fsync(blob) < 0)
 		return errno == ENOSPC || errno == EDQUOT
 			   ? api_error_set(e, API_ERR_NO_SPACE, NULL,

@@ -3,6 +3,9 @@
  */
 #include "api/tar-member.h"
 
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,4 +29,42 @@ const char *api_tar_member_name(const char *name, char *buf, size_t size)
 			return buf;
 		p += k + 1;
 	}
+}
+
+int api_tar_next_file(struct archive *a, char *buf, size_t size, struct archive_entry **ret_ent,
+		      const char **ret_name, char why[API_TAR_WHY_MAX])
+{
+	struct archive_entry *ent;
+	int h;
+	while ((h = archive_read_next_header(a, &ent)) == ARCHIVE_OK) {
+		const char *raw = archive_entry_pathname(ent);
+		mode_t type = archive_entry_filetype(ent);
+		if (raw && type == AE_IFDIR && (strcmp(raw, ".") == 0 || strcmp(raw, "./") == 0))
+			continue; /* the directory itself */
+		const char *name = raw ? api_tar_member_name(raw, buf, size) : NULL;
+		if (!name) {
+			snprintf(why, API_TAR_WHY_MAX,
+				 "member '%.1024s' is not a relative, canonical path",
+				 raw ? raw : "");
+			return -EINVAL;
+		}
+		if (type == AE_IFDIR)
+			continue;
+		if (type != AE_IFREG || archive_entry_hardlink(ent) ||
+		    archive_entry_sparse_count(ent) > 0) {
+			snprintf(why, API_TAR_WHY_MAX,
+				 "member %.1024s is not a regular file or a directory%s", name,
+				 type == AE_IFREG && !archive_entry_hardlink(ent)
+				     ? " (it is sparse: its holes are not in the tar)"
+				     : "");
+			return -EINVAL;
+		}
+		*ret_ent = ent;
+		*ret_name = name;
+		return 1;
+	}
+	if (h == ARCHIVE_EOF)
+		return 0;
+	snprintf(why, API_TAR_WHY_MAX, "%s", archive_error_string(a));
+	return -EBADMSG;
 }

@@ -22,4 +22,24 @@
  */
 const char *api_tar_member_name(const char *name, char *buf, size_t size);
 
+struct archive;
+struct archive_entry;
+
+/* Bytes of the message api_tar_next_file() gives for a refused member. */
+#define API_TAR_WHY_MAX 1400
+
+/*
+ * The next regular file of a task's tar (task-request-tar.c, inputs-tar.c;
+ * a: libarchive reading it, tar formats only): directories (made as its
+ * files' parents) and the tar's own "." or "./" are skipped. 1 with
+ * *ret_ent and its name, canonical (api_tar_member_name()), in buf
+ * (size bytes) as *ret_name; 0 at the tar's end; -EINVAL with why
+ * naming the member when its name is not relative and canonical, or it is
+ * not a regular file (a link, a device, a FIFO, or sparse: its holes are
+ * not in the tar); -EBADMSG with libarchive's why when a is not a whole
+ * tar.
+ */
+int api_tar_next_file(struct archive *a, char *buf, size_t size, struct archive_entry **ret_ent,
+		      const char **ret_name, char why[API_TAR_WHY_MAX]);
+
 #endif

@@ -64,30 +64,10 @@ static int expand_one(const char *field, const char *dir, const char *tar, size_
 		goto out;
 	}
 	struct archive_entry *ent;
+	const char *name;
+	char nbuf[SPEC_PATH_MAX + 1], path[SPEC_PATH_MAX + 2], why[API_TAR_WHY_MAX];
 	int h;
-	while ((h = archive_read_next_header(a, &ent)) == ARCHIVE_OK) {
-		char nbuf[SPEC_PATH_MAX + 1], path[SPEC_PATH_MAX + 2];
-		const char *raw = archive_entry_pathname(ent);
-		mode_t type = archive_entry_filetype(ent);
-		if (raw && type == AE_IFDIR && (strcmp(raw, ".") == 0 || strcmp(raw, "./") == 0))
-			continue; /* the directory itself */
-		const char *name = raw ? api_tar_member_name(raw, nbuf, sizeof(nbuf)) : NULL;
-		if (!name) {
-			r = INVALID(e, field,
-				    "%s.tar_base64: member '%s' is not a relative, "
-				    "canonical path",
-				    field, raw ? raw : "");
-			goto out;
-		}
-		if (type == AE_IFDIR)
-			continue;
-		if (type != AE_IFREG || archive_entry_hardlink(ent)) {
-			r = INVALID(e, field,
-				    "%s.tar_base64: member %s is not a regular file or a "
-				    "directory",
-				    field, name);
-			goto out;
-		}
+	while ((h = api_tar_next_file(a, nbuf, sizeof(nbuf), &ent, &name, why)) == 1) {
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
 		    json_object_get(out, path)) {
 			r = INVALID(e, field,
@@ -122,9 +102,10 @@ static int expand_one(const char *field, const char *dir, const char *tar, size_
 			goto out;
 		}
 	}
-	if (h != ARCHIVE_EOF)
-		r = INVALID(e, field, "%s.tar_base64 is not a whole tar: %s", field,
-			    archive_error_string(a));
+	if (h == -EINVAL)
+		r = INVALID(e, field, "%s.tar_base64: %s", field, why);
+	else if (h < 0)
+		r = INVALID(e, field, "%s.tar_base64 is not a whole tar: %s", field, why);
 out:
 	free(data);
 	archive_read_free(a);
