@@ -23,8 +23,9 @@
  *           manifest.json                   what was copied, and how much
  *           files/<sandbox path>            the copies (regular files, dirs)
  *       artifacts.new/                      the next ones, while being made
- *       inputs/<input id>                   the inputs its files read, taken
+ *       inputs/<input id>, .tenant          the inputs its files read, taken
  *                                           from <state>/inputs/ at its create
+ *                                           (.tenant: whose), until it ends
  *       attempt-<N>/                        attempt N (supervisor/attempt.h):
  *           attempt.json                    what to run (the scheduler)
  *           lock, supervisor                the supervisor's lock and pid file
