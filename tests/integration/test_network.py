@@ -549,9 +549,14 @@ def test_parked_links_serve_networked_creates(world, tmp_path):
         assert [n[:3] for n in links(world) if not n.startswith("abp")] == ["abo"], links(world)
 
         # then the keeper parks links: up, in no mode's group, and dropped by the table
+        # (the second may still be coming up when the first is ready: waited for, not assumed)
         ready = parked_ready(d)
-        parked = {n: v for n, v in links(world).items() if n.startswith("abp")}
-        assert parked and all(v == (GROUP_PARKED, True) for v in parked.values()), parked
+
+        def parked_and_up():
+            parked = {n: v for n, v in links(world).items() if n.startswith("abp")}
+            return parked and all(v == (GROUP_PARKED, True) for v in parked.values())
+
+        assert helpers.wait_until(parked_and_up, 30, 0.05), links(world)
         ns = parked_netns(d, ready)
         r = subprocess.run(["nsenter", f"--net={ns}", *CURL, "-m", "2",
                             f"http://{SITE}/from-parked"], capture_output=True, text=True)
