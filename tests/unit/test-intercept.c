@@ -304,12 +304,27 @@ out:
 	return NULL;
 }
 
+/*
+ * A stalled client waits for the proxy to let it go: its socket's own
+ * timeout (WAIT_S, which equals a proxy timeout) must not end the wait
+ * first, or the proxy sees the client leave (EPIPE) instead of its own
+ * timeout. A bound on liveness, past both of the proxy's.
+ */
+static void wait_past_the_proxy(int fd)
+{
+	struct timeval tv = {
+	    .tv_sec = (INTERCEPT_HANDSHAKE_TIMEOUT_MS + INTERCEPT_HEAD_TIMEOUT_MS) / 1000 + WAIT_S};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 static void *client_main(void *arg)
 {
 	struct session *s = arg;
 	const char *req = s->req ? s->req : request;
 	SSL_CTX *ctx = NULL;
 	SSL *ssl = NULL;
+	if (s->stall || s->stall_hello)
+		wait_past_the_proxy(s->cfd);
 	if (s->stall_hello) {
 		(void)!write(s->cfd, "\x16\x03\x01\x02\x00", 5);
 		char b[64];
