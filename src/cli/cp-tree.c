@@ -20,6 +20,7 @@
 #include "base/json-cleanup.h"
 #include "cli/cli.h"
 #include "cli/cp.h"
+#include "cli/upload.h"
 #include "cli/tar-check.h"
 
 #include <dirent.h>
@@ -250,24 +251,6 @@ static int walk_in(struct walk *w, int dirfd, const char *local, const char *rel
 	return rc;
 }
 
-struct spool_reader {
-	int fd;
-	uint64_t size, sent;
-};
-
-/* The spool, piece by piece, exactly its size. */
-static ssize_t read_spool(void *data, char *buf, size_t size, struct error *err)
-{
-	struct spool_reader *s = data;
-	if (size > s->size - s->sent)
-		size = (size_t)(s->size - s->sent);
-	ssize_t n = read_all(s->fd, buf, size);
-	if (n < 0)
-		return error_set_errno(err, (int)-n, "reading the tar");
-	s->sent += (uint64_t)n;
-	return n;
-}
-
 int cp_tree_in(struct client *c, const char *local, const struct cp_remote *rem)
 {
 	_cleanup_close_ int fd = open(local, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -311,13 +294,10 @@ int cp_tree_in(struct client *c, const char *local, const struct cp_remote *rem)
 				" MiB, the most agentboxd takes",
 				local, CP_TREE_TAR_MAX >> 20);
 
-	struct spool_reader s = {.fd = spool, .size = (uint64_t)st.st_size};
-	struct client_request req = {.method = "PUT",
-				     .target = target,
-				     .content_type = "application/x-tar",
-				     .body_len = (size_t)st.st_size,
-				     .read_body = read_spool,
-				     .read_body_data = &s};
+	struct cli_upload u = {.fd = spool, .name = "the tar", .size = (uint64_t)st.st_size};
+	struct client_request req = {
+	    .method = "PUT", .target = target, .content_type = "application/x-tar"};
+	cli_upload_body(&req, &u);
 	struct error err = {0};
 	_cleanup_json_ json_t *answer = NULL;
 	if (client_request(c, &req, &answer, &err) < 0)

@@ -17,14 +17,14 @@ static ssize_t read_piece(void *data, char *buf, size_t size, struct error *err)
 		return error_set_errno(err, (int)-n, "reading %s", u->name);
 	u->sent += (uint64_t)n;
 	if ((size_t)n < size)
-		return error_set(err, EIO, "%s shrank while it was being copied", u->name);
+		return error_set(err, EIO, "%s shrank while it was being sent", u->name);
 	if (u->sent == u->size) {
 		char extra;
 		ssize_t k = read(u->fd, &extra, 1);
 		if (k < 0)
 			return error_set_errno(err, errno, "reading %s", u->name);
 		if (k > 0)
-			return error_set(err, EIO, "%s grew while it was being copied", u->name);
+			return error_set(err, EIO, "%s grew while it was being sent", u->name);
 	}
 	return n;
 }

@@ -1,7 +1,8 @@
 /*
  * upload.h - a local regular file as a request's body, streamed piece by
- * piece, never held whole: cp's PUT of a file (verb-cp.c) and submit's
- * inputs (verb-submit.c, POST /v1/inputs).
+ * piece, never held whole: cp's PUT of a file (verb-cp.c) and of a
+ * directory's tar (cp-tree.c), an image's archive (verb-image.c) and
+ * submit's inputs (verb-submit.c, POST /v1/inputs).
  */
 #ifndef AGENTBOX_CLI_UPLOAD_H
 #define AGENTBOX_CLI_UPLOAD_H

@@ -9,6 +9,7 @@
 #include "base/fileio.h"
 #include "base/json-cleanup.h"
 #include "cli/cli.h"
+#include "cli/upload.h"
 #include "cli/options.h"
 #include "client/client.h"
 
@@ -184,25 +185,6 @@ static const char import_help[] =
     "line on stderr; an error of agentboxd's ends in its code, e.g.\n"
     "(invalid_image)).\n";
 
-struct upload {
-	int fd;
-	const char *name;
-	uint64_t size, sent;
-};
-
-/* The archive piece by piece; it must not change size while it is sent. */
-static ssize_t read_piece(void *data, char *buf, size_t size, struct error *err)
-{
-	struct upload *u = data;
-	ssize_t n = read_all(u->fd, buf, size);
-	if (n < 0)
-		return error_set_errno(err, (int)-n, "reading %s", u->name);
-	u->sent += (uint64_t)n;
-	if ((size_t)n < size)
-		return error_set(err, EIO, "%s shrank while it was being sent", u->name);
-	return n;
-}
-
 /*
  * A tar of directory dir in an unnamed temporary file, made by tar(1)
  * (Debian's essential tar: agentbox is linked statically and carries no
@@ -267,16 +249,14 @@ static int image_import(int argc, char **argv)
 	char target[CLIENT_TARGET_MAX];
 	snprintf(target, sizeof(target), "/v1/images/import%s%s", o.name ? "?name=" : "",
 		 o.name ? o.name : "");
-	struct upload u = {.fd = fd, .name = file, .size = (uint64_t)st.st_size};
+	struct cli_upload u = {.fd = fd, .name = file, .size = (uint64_t)st.st_size};
 	struct client_request req = {
 	    .method = "POST",
 	    .target = target,
 	    .content_type = "application/x-tar",
-	    .body_len = (size_t)st.st_size,
-	    .read_body = read_piece,
-	    .read_body_data = &u,
 	    .read_timeout_ms = IMPORT_ANSWER_TIMEOUT_MS,
 	};
+	cli_upload_body(&req, &u);
 	struct error err = {0};
 	struct client c;
 	_cleanup_json_ json_t *image = NULL;
